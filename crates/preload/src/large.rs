@@ -1,0 +1,479 @@
+//! Page-granular memory for tracked objects (those of at least `OBJTIER_TRACK_MIN` bytes).
+//!
+//! Each tracked object gets whole pages of its own, so that the daemon can move it between tiers
+//! without dragging a neighbour along. Objects are carved out of large chunks of address space
+//! (1 GiB each, 1 GiB-aligned, reserved with `MAP_NORESERVE`) instead of one `mmap` per object:
+//! a process with hundreds of thousands of live objects stays far below `vm.max_map_count`, and
+//! chunks are where per-tier placement will bind memory once, later.
+//!
+//! Inside a chunk, memory is a sequence of *extents* (runs of pages), each either allocated or
+//! free, tiling `[0, bump)`; pages past `bump` were never handed out. Every extent writes a
+//! boundary tag into a per-chunk side table at its first page (and its last, if longer than one
+//! page), so `free` finds an object's length and coalesces with free neighbours in O(1) without
+//! touching the object's own memory. Free extents are indexed by `(pages, chunk, start)` in a
+//! B-tree for best-fit reuse.
+//!
+//! Invariant: free extents hold no resident pages (`MADV_DONTNEED` on free), so they read as
+//! zero and `calloc` needs no `memset`; a freed object stops costing memory at once.
+//!
+//! Ownership of a pointer is answered without a lock by a table indexed by the pointer's 1 GiB
+//! granule, which names the owning chunk.
+
+use crate::lock::FutexMutex;
+use alloc::collections::BTreeSet;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use objtier_wire::PAGE_SIZE;
+
+const CHUNK_SHIFT: u32 = 30;
+const CHUNK_BYTES: usize = 1 << CHUNK_SHIFT;
+/// User address space on x86_64/aarch64 with 4-level page tables is 47 bits.
+const ADDRESS_BITS: u32 = 47;
+const GRANULES: usize = 1 << (ADDRESS_BITS - CHUNK_SHIFT);
+/// Chunk indices are stored +1 in a u16.
+const MAX_CHUNKS: usize = u16::MAX as usize - 1;
+
+const TAG_ALLOCATED: u32 = 1;
+const TAG_TAIL: u32 = 2;
+const TAG_PAGES_SHIFT: u32 = 2;
+/// Largest extent a tag can describe: 2^30 pages (4 TiB).
+const MAX_EXTENT_PAGES: usize = 1 << 30;
+
+static GRANULE_OWNER: [AtomicU16; GRANULES] = [const { AtomicU16::new(0) }; GRANULES];
+
+/// Bytes currently handed out to tracked objects, for statistics.
+pub static LIVE_BYTES: AtomicU64 = AtomicU64::new(0);
+
+struct Chunk {
+    base: usize,
+    pages: usize,
+    /// Boundary tags, one u32 per page of the chunk, in a mapping of their own.
+    tags: *mut u32,
+    /// Pages `[bump, pages)` have never been handed out.
+    bump: usize,
+}
+
+impl Chunk {
+    fn tag(&self, page: usize) -> u32 {
+        debug_assert!(page < self.pages);
+        // SAFETY: `tags` maps `pages` u32 entries and `page < pages`.
+        unsafe { *self.tags.add(page) }
+    }
+
+    fn set_tag(&mut self, page: usize, value: u32) {
+        debug_assert!(page < self.pages);
+        // SAFETY: as in `tag`; we hold the state lock, so no one else writes.
+        unsafe { *self.tags.add(page) = value }
+    }
+
+    /// Writes head (and tail) tags for the extent `[start, start + pages)`.
+    fn mark(&mut self, start: usize, pages: usize, allocated: bool) {
+        debug_assert!(pages >= 1 && pages <= MAX_EXTENT_PAGES && start + pages <= self.pages);
+        let value = ((pages as u32) << TAG_PAGES_SHIFT) | if allocated { TAG_ALLOCATED } else { 0 };
+        self.set_tag(start, value);
+        if pages > 1 {
+            self.set_tag(start + pages - 1, value | TAG_TAIL);
+        }
+    }
+}
+
+struct State {
+    chunks: Vec<Chunk>,
+    /// Free extents as (pages, chunk index, start page): best fit is the first at or after
+    /// `(wanted, 0, 0)`.
+    free: BTreeSet<(u32, u32, u32)>,
+    /// Chunk with never-used pages at its end, where new extents are cut when nothing fits.
+    current: Option<usize>,
+}
+
+// SAFETY: the raw tag pointers are only dereferenced under the state lock.
+unsafe impl Send for State {}
+
+static STATE: FutexMutex<State> = FutexMutex::new(State {
+    chunks: Vec::new(),
+    free: BTreeSet::new(),
+    current: None,
+});
+
+/// An allocated extent, as reported to callers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub addr: usize,
+    pub len: usize,
+}
+
+#[inline]
+fn pages_for(bytes: usize) -> Option<usize> {
+    let pages = bytes.checked_add(PAGE_SIZE - 1)? / PAGE_SIZE;
+    (pages <= MAX_EXTENT_PAGES).then_some(pages.max(1))
+}
+
+/// Which chunk (if any) owns `ptr`, without taking the lock.
+#[inline]
+fn owner(ptr: usize) -> Option<usize> {
+    let granule = ptr >> CHUNK_SHIFT;
+    if granule >= GRANULES {
+        return None;
+    }
+    match GRANULE_OWNER[granule].load(Ordering::Acquire) {
+        0 => None,
+        index => Some(index as usize - 1),
+    }
+}
+
+/// True if `ptr` lies in memory this module manages.
+#[inline]
+pub fn contains(ptr: *const u8) -> bool {
+    owner(ptr as usize).is_some()
+}
+
+/// Allocates `size` bytes on pages of their own, aligned to `align` (a power of two).
+/// `on_alloc` runs under the allocator lock with the new extent, so that reports of frees and
+/// reuses of the same address reach the daemon in the order they happened.
+pub fn alloc(size: usize, align: usize, on_alloc: impl FnOnce(Extent)) -> *mut u8 {
+    let Some(pages) = pages_for(size) else {
+        return core::ptr::null_mut();
+    };
+    let align_pages = (align / PAGE_SIZE).max(1);
+    let mut state = STATE.lock();
+    let Some((chunk, start)) = state.take(pages, align_pages) else {
+        return core::ptr::null_mut();
+    };
+    let addr = state.chunks[chunk].base + start * PAGE_SIZE;
+    let len = pages * PAGE_SIZE;
+    LIVE_BYTES.fetch_add(len as u64, Ordering::Relaxed);
+    on_alloc(Extent { addr, len });
+    addr as *mut u8
+}
+
+/// The extent of the allocated object starting at `ptr`, or None if `ptr` is not the start of a
+/// live object here (a foreign pointer, an interior pointer or a double free).
+pub fn extent_of(ptr: *const u8) -> Option<Extent> {
+    let addr = ptr as usize;
+    let chunk = owner(addr)?;
+    let state = STATE.lock();
+    state.allocated_extent(chunk, addr)
+}
+
+/// Frees the object starting at `ptr`. Returns its extent, or None for a pointer that is not a
+/// live object here (ignored: a double or invalid free must not corrupt other objects).
+/// `on_free` runs under the allocator lock, before the memory can be reused.
+pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
+    let addr = ptr as usize;
+    let chunk = owner(addr)?;
+    let extent = STATE.lock().allocated_extent(chunk, addr)?;
+    // Drop the pages before the extent becomes reusable: once it is marked free another thread
+    // may take it, and must find zeroed, non-resident memory.
+    // SAFETY: the extent belongs to the object being freed; nobody else may use it until it is
+    // marked free below.
+    unsafe { libc::madvise(addr as *mut libc::c_void, extent.len, libc::MADV_DONTNEED) };
+    let mut state = STATE.lock();
+    // Re-check: a racing double free may have released it meanwhile.
+    if state.allocated_extent(chunk, addr) != Some(extent) {
+        return None;
+    }
+    on_free(extent);
+    let start_page = (addr - state.chunks[chunk].base) / PAGE_SIZE;
+    state.release(chunk, start_page, extent.len / PAGE_SIZE);
+    LIVE_BYTES.fetch_sub(extent.len as u64, Ordering::Relaxed);
+    Some(extent)
+}
+
+/// Calls `f` for every live object, then `then`, all under one hold of the allocator lock: a
+/// snapshot that no concurrent allocation or free can slip past (used to re-announce live
+/// objects when attaching to a daemon, before publishing the new ring).
+pub fn for_each_live(mut f: impl FnMut(Extent), then: impl FnOnce()) {
+    let state = STATE.lock();
+    for chunk in &state.chunks {
+        let mut page = 0;
+        while page < chunk.bump {
+            let tag = chunk.tag(page);
+            let pages = (tag >> TAG_PAGES_SHIFT) as usize;
+            if pages == 0 {
+                break; // corrupted tags: stop rather than loop forever
+            }
+            if tag & TAG_ALLOCATED != 0 {
+                f(Extent {
+                    addr: chunk.base + page * PAGE_SIZE,
+                    len: pages * PAGE_SIZE,
+                });
+            }
+            page += pages;
+        }
+    }
+    then();
+}
+
+/// `pthread_atfork` support: hold the lock across `fork()`.
+pub fn before_fork() {
+    STATE.lock_raw();
+}
+
+/// # Safety
+/// Must pair with `before_fork` in the same thread.
+pub unsafe fn after_fork_parent() {
+    // SAFETY: forwarded.
+    unsafe { STATE.unlock_raw() };
+}
+
+/// # Safety
+/// Only in the child after `fork()`, which is single-threaded.
+pub unsafe fn after_fork_child() {
+    // SAFETY: forwarded.
+    unsafe { STATE.force_unlock() };
+}
+
+impl State {
+    fn allocated_extent(&self, chunk: usize, addr: usize) -> Option<Extent> {
+        let c = self.chunks.get(chunk)?;
+        if addr % PAGE_SIZE != 0 || addr < c.base {
+            return None;
+        }
+        let page = (addr - c.base) / PAGE_SIZE;
+        if page >= c.bump {
+            return None;
+        }
+        let tag = c.tag(page);
+        if tag & TAG_ALLOCATED == 0 || tag & TAG_TAIL != 0 {
+            return None;
+        }
+        Some(Extent {
+            addr,
+            len: (tag >> TAG_PAGES_SHIFT) as usize * PAGE_SIZE,
+        })
+    }
+
+    /// Finds `pages` pages aligned to `align_pages`, marks them allocated, returns (chunk, start).
+    fn take(&mut self, pages: usize, align_pages: usize) -> Option<(usize, usize)> {
+        if let Some(found) = self.take_free(pages, align_pages) {
+            return Some(found);
+        }
+        if let Some(found) = self.take_bump(pages, align_pages) {
+            return Some(found);
+        }
+        self.new_chunk(pages + align_pages - 1)?;
+        self.take_bump(pages, align_pages)
+    }
+
+    fn take_free(&mut self, pages: usize, align_pages: usize) -> Option<(usize, usize)> {
+        let wanted = (pages + align_pages - 1) as u32;
+        let &(free_pages, chunk, start) = self.free.range((wanted, 0, 0)..).next()?;
+        self.free.remove(&(free_pages, chunk, start));
+        let (chunk, start, free_pages) = (chunk as usize, start as usize, free_pages as usize);
+        let base_page = self.chunks[chunk].base / PAGE_SIZE;
+        let aligned = (base_page + start).next_multiple_of(align_pages) - base_page;
+        self.carve(chunk, start, free_pages, aligned, pages);
+        Some((chunk, aligned))
+    }
+
+    fn take_bump(&mut self, pages: usize, align_pages: usize) -> Option<(usize, usize)> {
+        let chunk = self.current?;
+        let c = &self.chunks[chunk];
+        let base_page = c.base / PAGE_SIZE;
+        let aligned = (base_page + c.bump).next_multiple_of(align_pages) - base_page;
+        if aligned + pages > c.pages {
+            return None;
+        }
+        let start = c.bump;
+        self.chunks[chunk].bump = aligned + pages;
+        self.carve(chunk, start, aligned + pages - start, aligned, pages);
+        Some((chunk, aligned))
+    }
+
+    /// Splits the free run `[start, start + run)` into an allocated `[aligned, aligned + pages)`
+    /// and free leftovers before and after it.
+    fn carve(&mut self, chunk: usize, start: usize, run: usize, aligned: usize, pages: usize) {
+        if aligned > start {
+            self.insert_free(chunk, start, aligned - start);
+        }
+        self.chunks[chunk].mark(aligned, pages, true);
+        let end = aligned + pages;
+        if end < start + run {
+            self.insert_free(chunk, end, start + run - end);
+        }
+    }
+
+    fn insert_free(&mut self, chunk: usize, start: usize, pages: usize) {
+        self.chunks[chunk].mark(start, pages, false);
+        self.free.insert((pages as u32, chunk as u32, start as u32));
+    }
+
+    /// Returns an allocated extent to the free set, merging it with free neighbours.
+    fn release(&mut self, chunk: usize, mut start: usize, mut pages: usize) {
+        let c = &mut self.chunks[chunk];
+        c.mark(start, pages, false);
+        if start > 0 {
+            let before = c.tag(start - 1);
+            if before & TAG_ALLOCATED == 0 {
+                let before_pages = (before >> TAG_PAGES_SHIFT) as usize;
+                let before_start = start - before_pages;
+                self.free
+                    .remove(&(before_pages as u32, chunk as u32, before_start as u32));
+                start = before_start;
+                pages += before_pages;
+            }
+        }
+        let c = &mut self.chunks[chunk];
+        let end = start + pages;
+        if end == c.bump {
+            // Give the run back to the never-used tail: it is zero and non-resident either way.
+            c.bump = start;
+            return;
+        }
+        let after = c.tag(end);
+        if after & TAG_ALLOCATED == 0 {
+            let after_pages = (after >> TAG_PAGES_SHIFT) as usize;
+            self.free.remove(&(after_pages as u32, chunk as u32, end as u32));
+            pages += after_pages;
+        }
+        self.insert_free(chunk, start, pages);
+    }
+
+    /// Maps a new chunk able to hold at least `pages` pages and makes it current.
+    fn new_chunk(&mut self, pages: usize) -> Option<()> {
+        if self.chunks.len() >= MAX_CHUNKS {
+            return None;
+        }
+        let bytes = (pages.checked_mul(PAGE_SIZE)?).next_multiple_of(CHUNK_BYTES);
+        let base = map_aligned(bytes)?;
+        let chunk_pages = bytes / PAGE_SIZE;
+        let tags = map_anonymous(chunk_pages * core::mem::size_of::<u32>());
+        if tags.is_null() {
+            // SAFETY: unmapping the region we just mapped and never published.
+            unsafe { libc::munmap(base as *mut libc::c_void, bytes) };
+            return None;
+        }
+        // Retire the old current chunk's never-used tail into the free set so it stays usable.
+        if let Some(old) = self.current {
+            let c = &self.chunks[old];
+            let (bump, total) = (c.bump, c.pages);
+            if bump < total {
+                self.chunks[old].bump = total;
+                self.insert_free(old, bump, total - bump);
+            }
+        }
+        let index = self.chunks.len();
+        self.chunks.push(Chunk {
+            base,
+            pages: chunk_pages,
+            tags: tags as *mut u32,
+            bump: 0,
+        });
+        for granule in (base >> CHUNK_SHIFT)..((base + bytes) >> CHUNK_SHIFT) {
+            GRANULE_OWNER[granule].store(index as u16 + 1, Ordering::Release);
+        }
+        self.current = Some(index);
+        Some(())
+    }
+}
+
+fn map_anonymous(bytes: usize) -> *mut u8 {
+    // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        core::ptr::null_mut()
+    } else {
+        p as *mut u8
+    }
+}
+
+/// Maps `bytes` (a multiple of CHUNK_BYTES) aligned to CHUNK_BYTES, trimming the excess.
+fn map_aligned(bytes: usize) -> Option<usize> {
+    let padded = bytes.checked_add(CHUNK_BYTES)?;
+    let raw = map_anonymous(padded) as usize;
+    if raw == 0 {
+        return None;
+    }
+    let base = raw.next_multiple_of(CHUNK_BYTES);
+    // SAFETY: both trims are inside the mapping we just created and own.
+    unsafe {
+        if base > raw {
+            libc::munmap(raw as *mut libc::c_void, base - raw);
+        }
+        let end = base + bytes;
+        if raw + padded > end {
+            libc::munmap(end as *mut libc::c_void, raw + padded - end);
+        }
+    }
+    if (base + bytes) >> CHUNK_SHIFT > GRANULES {
+        // SAFETY: unmapping our own mapping, outside the range the owner table covers.
+        unsafe { libc::munmap(base as *mut libc::c_void, bytes) };
+        return None;
+    }
+    Some(base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The allocator state is global; these tests run serially through one lock of their own.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[test]
+    fn alloc_free_reuse_and_coalesce() {
+        let _g = SERIAL.lock().unwrap();
+        let a = alloc(3 * PAGE_SIZE, 8, |_| {});
+        let b = alloc(PAGE_SIZE + 1, 8, |_| {});
+        let c = alloc(PAGE_SIZE, 8, |_| {});
+        assert!(!a.is_null() && !b.is_null() && !c.is_null());
+        assert_eq!(a as usize % PAGE_SIZE, 0);
+        assert_eq!(extent_of(b).unwrap().len, 2 * PAGE_SIZE);
+        // Memory is usable and zeroed.
+        // SAFETY: b is a live 2-page object.
+        unsafe {
+            assert_eq!(*b, 0);
+            *b.add(2 * PAGE_SIZE - 1) = 7;
+        }
+        assert!(free(b, |_| {}).is_some());
+        assert!(free(b, |_| {}).is_none(), "double free is refused");
+        assert!(free(a, |_| {}).is_some());
+        // a (3 pages) and b (2 pages) coalesced: a 5-page request fits at a's address.
+        let d = alloc(5 * PAGE_SIZE, 8, |_| {});
+        assert_eq!(d, a);
+        // SAFETY: d is live and was freed memory: it must read zero.
+        unsafe { assert_eq!(*d.add(4 * PAGE_SIZE - 1), 0) };
+        assert!(free(d, |_| {}).is_some());
+        assert!(free(c, |_| {}).is_some());
+        assert!(extent_of(c).is_none());
+    }
+
+    #[test]
+    fn aligned_and_interior_pointers() {
+        let _g = SERIAL.lock().unwrap();
+        let p = alloc(PAGE_SIZE, 64 * 1024, |_| {});
+        assert_eq!(p as usize % (64 * 1024), 0);
+        assert!(free(p.wrapping_add(PAGE_SIZE), |_| {}).is_none());
+        let mut seen = 0;
+        for_each_live(
+            |e| {
+                if e.addr == p as usize {
+                    seen += 1;
+                }
+            },
+            || {},
+        );
+        assert_eq!(seen, 1);
+        assert!(free(p, |_| {}).is_some());
+        assert!(!contains(&seen as *const i32 as *const u8));
+    }
+
+    #[test]
+    fn huge_objects_get_their_own_chunk() {
+        let _g = SERIAL.lock().unwrap();
+        let p = alloc(CHUNK_BYTES + PAGE_SIZE, 8, |_| {});
+        assert!(!p.is_null());
+        assert_eq!(extent_of(p).unwrap().len, CHUNK_BYTES + PAGE_SIZE);
+        assert!(free(p, |_| {}).is_some());
+        assert!(alloc(usize::MAX - 10, 8, |_| {}).is_null());
+    }
+}

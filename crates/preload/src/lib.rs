@@ -1,0 +1,417 @@
+//! libobjtier.so: the allocator objtier preloads into unmodified programs.
+//!
+//! It replaces the malloc family. Small objects go to mimalloc, linked in; objects of at least
+//! `OBJTIER_TRACK_MIN` bytes (4 KiB by default, the paper's tracking threshold) get whole pages of
+//! their own (`large.rs`) so the daemon can move each one between tiers alone, and each of their
+//! allocations and frees is reported to the daemon through a shared-memory ring (`report.rs`),
+//! tagged with a hash of its call path (`site.rs`).
+//!
+//! # Preload rules
+//! This code runs inside every allocation of someone else's program, so it obeys these rules:
+//! - **No allocation through the public malloc symbols from inside the library.** Rust's own
+//!   allocations go to mimalloc directly (the `#[global_allocator]` below); any allocation that
+//!   happens while we are inside our own hooks (the unwinder, the attach path) is detected by a
+//!   per-thread guard and served by mimalloc untracked, so the library never recurses into itself.
+//! - **No `getenv`, no stdio before or during init.** Options are read by scanning `environ` in
+//!   the ELF constructor; before it runs, defaults apply and nothing is reported.
+//! - **Never block the application.** The daemon link is non-blocking; a full ring drops events
+//!   and counts them; a missing daemon is retried at most once a second.
+//! - **Fork-safe.** Our lock is held across `fork()` and reset in the child; a child attaches as
+//!   its own process, never through its parent's ring.
+//! - **No panics across the C boundary.** Nothing here unwraps; the release profile aborts.
+
+extern crate alloc;
+
+mod large;
+mod lock;
+mod options;
+mod report;
+mod site;
+
+use core::cell::Cell;
+use core::ffi::c_void;
+use libmimalloc_sys as mi;
+use objtier_wire::{EventKind, PAGE_SIZE};
+
+/// Rust-side allocations inside the library go straight to mimalloc, never through `malloc`.
+struct MimallocDirect;
+
+// SAFETY: forwards to mimalloc, which implements the GlobalAlloc contract for these calls.
+unsafe impl core::alloc::GlobalAlloc for MimallocDirect {
+    unsafe fn alloc(&self, layout: core::alloc::Layout) -> *mut u8 {
+        // SAFETY: mimalloc accepts any size and power-of-two alignment.
+        unsafe { mi::mi_malloc_aligned(layout.size(), layout.align()) as *mut u8 }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, _layout: core::alloc::Layout) {
+        // SAFETY: `ptr` came from `alloc` above.
+        unsafe { mi::mi_free(ptr as *mut c_void) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: core::alloc::Layout) -> *mut u8 {
+        // SAFETY: as in `alloc`.
+        unsafe { mi::mi_zalloc_aligned(layout.size(), layout.align()) as *mut u8 }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: core::alloc::Layout, size: usize) -> *mut u8 {
+        // SAFETY: `ptr` came from this allocator with `layout.align()`.
+        unsafe { mi::mi_realloc_aligned(ptr as *mut c_void, size, layout.align()) as *mut u8 }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: MimallocDirect = MimallocDirect;
+
+/// Writes a diagnostic line to stderr when `OBJTIER_DEBUG=1`, without allocating.
+#[macro_export]
+macro_rules! log {
+    ($($arg:tt)*) => {
+        if $crate::options::get().debug {
+            $crate::write_stderr(format_args!($($arg)*));
+        }
+    };
+}
+
+#[doc(hidden)]
+pub fn write_stderr(args: core::fmt::Arguments<'_>) {
+    struct Buf {
+        bytes: [u8; 512],
+        len: usize,
+    }
+    impl core::fmt::Write for Buf {
+        fn write_str(&mut self, s: &str) -> core::fmt::Result {
+            let n = s.len().min(self.bytes.len() - self.len);
+            self.bytes[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+            self.len += n;
+            Ok(())
+        }
+    }
+    let mut buf = Buf {
+        bytes: [0; 512],
+        len: 0,
+    };
+    let _ = core::fmt::write(&mut buf, format_args!("objtier[{}]: ", std::process::id()));
+    let _ = core::fmt::write(&mut buf, args);
+    let _ = core::fmt::Write::write_str(&mut buf, "\n");
+    // SAFETY: writes our own stack buffer to fd 2.
+    unsafe { libc::write(2, buf.bytes.as_ptr() as *const c_void, buf.len) };
+}
+
+thread_local! {
+    /// Set while this thread runs objtier's own code that may allocate (unwinding, attaching).
+    static IN_HOOK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks this thread as inside objtier until dropped; None if it already was (re-entry).
+struct HookGuard;
+
+impl HookGuard {
+    #[inline]
+    fn enter() -> Option<HookGuard> {
+        IN_HOOK
+            .try_with(|flag| (!flag.replace(true)).then_some(HookGuard))
+            .ok()
+            .flatten()
+    }
+}
+
+impl Drop for HookGuard {
+    fn drop(&mut self) {
+        let _ = IN_HOOK.try_with(|flag| flag.set(false));
+    }
+}
+
+/// mimalloc's guaranteed alignment for plain allocations on 64-bit targets.
+const MIN_ALIGN: usize = 16;
+
+#[inline]
+fn set_errno(value: i32) {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() = value };
+}
+
+/// Allocates `size` bytes aligned to `align` (a power of two): tracked pages or mimalloc.
+#[inline]
+unsafe fn allocate(size: usize, align: usize) -> *mut c_void {
+    let p = if size >= options::get().track_min_bytes {
+        allocate_tracked(size, align)
+    } else if align <= MIN_ALIGN {
+        // SAFETY: plain mimalloc allocation.
+        unsafe { mi::mi_malloc(size) }
+    } else {
+        // SAFETY: align is a power of two (checked by callers).
+        unsafe { mi::mi_malloc_aligned(size, align) }
+    };
+    if p.is_null() {
+        set_errno(libc::ENOMEM);
+    }
+    p
+}
+
+#[cold]
+fn allocate_tracked(size: usize, align: usize) -> *mut c_void {
+    let guard = HookGuard::enter();
+    let now = report::now_ns();
+    let depth = options::get().site_depth;
+    let site = if guard.is_some() && depth > 0 && report::ring().is_some() {
+        site::capture(depth)
+    } else {
+        0
+    };
+    let p = large::alloc(size, align.max(PAGE_SIZE), |extent| {
+        report::push(EventKind::Alloc, 0, extent, now, site)
+    });
+    if guard.is_some() {
+        report::tick(now);
+    }
+    p as *mut c_void
+}
+
+#[inline]
+unsafe fn release(ptr: *mut c_void) {
+    if ptr.is_null() {
+        return;
+    }
+    if large::contains(ptr as *const u8) {
+        let now = report::now_ns();
+        large::free(ptr as *mut u8, |extent| {
+            report::push(EventKind::Free, 0, extent, now, 0)
+        });
+    } else if owned_by_mimalloc(ptr) {
+        // SAFETY: mimalloc owns it.
+        unsafe { mi::mi_free(ptr) }
+    }
+    // Anything else was not allocated by us (e.g. by the dynamic loader before we were
+    // interposed): leaking it is the only safe answer.
+}
+
+#[inline]
+fn owned_by_mimalloc(ptr: *const c_void) -> bool {
+    // SAFETY: a lookup in mimalloc's own page map; safe for any pointer value.
+    unsafe { mi::mi_is_in_heap_region(ptr) }
+}
+
+/// Usable bytes of a block we own; 0 for pointers we do not know.
+#[inline]
+unsafe fn usable_size(ptr: *const c_void) -> usize {
+    if ptr.is_null() {
+        0
+    } else if large::contains(ptr as *const u8) {
+        large::extent_of(ptr as *const u8).map_or(0, |e| e.len)
+    } else if owned_by_mimalloc(ptr) {
+        // SAFETY: mimalloc owns it.
+        unsafe { mi::mi_usable_size(ptr) }
+    } else {
+        0
+    }
+}
+
+unsafe fn reallocate(ptr: *mut c_void, size: usize) -> *mut c_void {
+    if ptr.is_null() {
+        // SAFETY: plain allocation.
+        return unsafe { allocate(size, MIN_ALIGN) };
+    }
+    if size == 0 {
+        // glibc frees and returns NULL for realloc(p, 0).
+        // SAFETY: ptr is a live block (caller contract).
+        unsafe { release(ptr) };
+        return core::ptr::null_mut();
+    }
+    let track_min = options::get().track_min_bytes;
+    let is_large = large::contains(ptr as *const u8);
+    if !is_large && size < track_min && owned_by_mimalloc(ptr) {
+        // SAFETY: small stays small: mimalloc's realloc keeps the contents.
+        let p = unsafe { mi::mi_realloc(ptr, size) };
+        if p.is_null() {
+            set_errno(libc::ENOMEM);
+        }
+        return p;
+    }
+    // SAFETY: ptr is a live block (caller contract).
+    let old = unsafe { usable_size(ptr) };
+    if is_large && size <= old && size > old / 2 && size >= track_min {
+        return ptr; // fits in the pages it already has
+    }
+    if old == 0 {
+        // A pointer we did not allocate; we cannot know its size. Copy what is certainly
+        // readable (up to the end of its page) rather than lose or overread data.
+        set_errno(libc::ENOMEM);
+        let readable = PAGE_SIZE - (ptr as usize % PAGE_SIZE);
+        // SAFETY: fresh allocation, then a copy bounded by both sizes.
+        unsafe {
+            let p = allocate(size, MIN_ALIGN);
+            if !p.is_null() {
+                core::ptr::copy_nonoverlapping(ptr as *const u8, p as *mut u8, size.min(readable));
+            }
+            return p;
+        }
+    }
+    // SAFETY: move to a new block, copying the smaller of the two sizes; free the old one only
+    // on success (realloc must leave the original intact on failure).
+    unsafe {
+        let p = allocate(size, MIN_ALIGN);
+        if p.is_null() {
+            return p;
+        }
+        core::ptr::copy_nonoverlapping(ptr as *const u8, p as *mut u8, size.min(old));
+        release(ptr);
+        p
+    }
+}
+
+unsafe fn aligned(align: usize, size: usize) -> *mut c_void {
+    if !align.is_power_of_two() {
+        set_errno(libc::EINVAL);
+        return core::ptr::null_mut();
+    }
+    // SAFETY: alignment validated.
+    unsafe { allocate(size, align.max(MIN_ALIGN)) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The exported malloc family. Not compiled into unit tests, which must not replace the test
+// harness's own allocator.
+
+#[cfg(not(test))]
+mod exports {
+    use super::*;
+
+    #[no_mangle]
+    pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+        // SAFETY: forwards to our allocator.
+        unsafe { allocate(size, MIN_ALIGN) }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn free(ptr: *mut c_void) {
+        // SAFETY: caller passes a pointer from this allocator or NULL.
+        unsafe { release(ptr) }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn cfree(ptr: *mut c_void) {
+        // SAFETY: as free.
+        unsafe { release(ptr) }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
+        let Some(total) = count.checked_mul(size) else {
+            set_errno(libc::ENOMEM);
+            return core::ptr::null_mut();
+        };
+        if total >= options::get().track_min_bytes {
+            // Tracked memory comes from never-used or MADV_DONTNEED'd pages: already zero.
+            // SAFETY: forwards to our allocator.
+            unsafe { allocate(total, MIN_ALIGN) }
+        } else {
+            // SAFETY: mimalloc's zeroing allocation.
+            let p = unsafe { mi::mi_zalloc(total) };
+            if p.is_null() {
+                set_errno(libc::ENOMEM);
+            }
+            p
+        }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+        // SAFETY: caller contract of realloc.
+        unsafe { reallocate(ptr, size) }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn reallocarray(
+        ptr: *mut c_void,
+        count: usize,
+        size: usize,
+    ) -> *mut c_void {
+        let Some(total) = count.checked_mul(size) else {
+            set_errno(libc::ENOMEM);
+            return core::ptr::null_mut();
+        };
+        // SAFETY: caller contract of realloc.
+        unsafe { reallocate(ptr, total) }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn posix_memalign(
+        out: *mut *mut c_void,
+        align: usize,
+        size: usize,
+    ) -> i32 {
+        if !align.is_power_of_two() || align % core::mem::size_of::<*mut c_void>() != 0 {
+            return libc::EINVAL;
+        }
+        // SAFETY: alignment validated.
+        let p = unsafe { allocate(size, align.max(MIN_ALIGN)) };
+        if p.is_null() {
+            return libc::ENOMEM;
+        }
+        // SAFETY: caller passes a valid out pointer.
+        unsafe { *out = p };
+        0
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+        // SAFETY: validated inside.
+        unsafe { aligned(align, size) }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+        // glibc rounds a non-power-of-two alignment up instead of failing.
+        let align = align.max(1).checked_next_power_of_two().unwrap_or(0);
+        // SAFETY: validated inside.
+        unsafe { aligned(align, size) }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
+        // SAFETY: page alignment is a power of two.
+        unsafe { aligned(PAGE_SIZE, size) }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
+        let Some(rounded) = size.max(1).checked_next_multiple_of(PAGE_SIZE) else {
+            set_errno(libc::ENOMEM);
+            return core::ptr::null_mut();
+        };
+        // SAFETY: page alignment is a power of two.
+        unsafe { aligned(PAGE_SIZE, rounded) }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn malloc_usable_size(ptr: *mut c_void) -> usize {
+        // SAFETY: caller passes one of our pointers or NULL.
+        unsafe { usable_size(ptr) }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Initialisation.
+
+extern "C" fn constructor() {
+    options::init();
+    site::init();
+    // SAFETY: registering plain extern "C" handlers.
+    unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
+}
+
+extern "C" fn fork_prepare() {
+    large::before_fork();
+}
+
+extern "C" fn fork_parent() {
+    // SAFETY: pairs with fork_prepare in this thread.
+    unsafe { large::after_fork_parent() };
+}
+
+extern "C" fn fork_child() {
+    // SAFETY: we are the single thread of the new child.
+    unsafe { large::after_fork_child() };
+    report::after_fork_child();
+}
+
+#[used]
+#[link_section = ".init_array"]
+static CONSTRUCTOR: extern "C" fn() = constructor;

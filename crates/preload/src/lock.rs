@@ -1,0 +1,131 @@
+//! A tiny futex mutex for the library's own state.
+//!
+//! `std::sync::Mutex` would work until `fork()`: a child forked while another thread held it can
+//! never take it again. This one can be reset by the `pthread_atfork` child handler, and it never
+//! allocates, so it is safe inside `malloc`.
+
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+const UNLOCKED: u32 = 0;
+const LOCKED: u32 = 1;
+const CONTENDED: u32 = 2;
+
+pub struct FutexMutex<T> {
+    state: AtomicU32,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: access to `value` is serialised by `state`.
+unsafe impl<T: Send> Sync for FutexMutex<T> {}
+
+pub struct Guard<'a, T> {
+    mutex: &'a FutexMutex<T>,
+}
+
+impl<T> FutexMutex<T> {
+    pub const fn new(value: T) -> Self {
+        Self {
+            state: AtomicU32::new(UNLOCKED),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    pub fn lock(&self) -> Guard<'_, T> {
+        if self
+            .state
+            .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_contended();
+        }
+        Guard { mutex: self }
+    }
+
+    #[cold]
+    fn lock_contended(&self) {
+        let mut spins = 0;
+        while spins < 100 {
+            if self.state.load(Ordering::Relaxed) == UNLOCKED
+                && self
+                    .state
+                    .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return;
+            }
+            core::hint::spin_loop();
+            spins += 1;
+        }
+        while self.state.swap(CONTENDED, Ordering::Acquire) != UNLOCKED {
+            // SAFETY: futex(FUTEX_WAIT_PRIVATE) on our own atomic; spurious wake-ups are handled
+            // by the loop.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    self.state.as_ptr(),
+                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                    CONTENDED,
+                    core::ptr::null::<libc::timespec>(),
+                );
+            }
+        }
+    }
+
+    fn unlock(&self) {
+        if self.state.swap(UNLOCKED, Ordering::Release) == CONTENDED {
+            // SAFETY: wakes one waiter on our own atomic.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    self.state.as_ptr(),
+                    libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                    1,
+                );
+            }
+        }
+    }
+
+    /// Forcibly marks the mutex unlocked.
+    ///
+    /// # Safety
+    /// Only for the `pthread_atfork` child handler, where the child is single-threaded and the
+    /// parent's holder (the forking thread itself, via the prepare handler) no longer runs.
+    pub unsafe fn force_unlock(&self) {
+        self.state.store(UNLOCKED, Ordering::Release);
+    }
+
+    /// Takes the lock without a guard (for the atfork prepare handler).
+    pub fn lock_raw(&self) {
+        core::mem::forget(self.lock());
+    }
+
+    /// Releases a lock taken with `lock_raw` (atfork parent handler).
+    ///
+    /// # Safety
+    /// The calling thread must hold the lock via `lock_raw`.
+    pub unsafe fn unlock_raw(&self) {
+        self.unlock();
+    }
+}
+
+impl<T> core::ops::Deref for Guard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard proves we hold the lock.
+        unsafe { &*self.mutex.value.get() }
+    }
+}
+
+impl<T> core::ops::DerefMut for Guard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard proves we hold the lock exclusively.
+        unsafe { &mut *self.mutex.value.get() }
+    }
+}
+
+impl<T> Drop for Guard<'_, T> {
+    fn drop(&mut self) {
+        self.mutex.unlock();
+    }
+}

@@ -1,0 +1,339 @@
+//! The link to the daemon: attach, report, notice when the daemon goes away, re-attach.
+//!
+//! Attaching is lazy (on the first tracked allocation after the constructor) and retried at most
+//! once a second, so a program with no daemon pays one failed `connect` per second of tracked
+//! allocation activity and nothing else. An attach creates a fresh ring in a memfd, hands it to
+//! the daemon over the socket, re-announces every live object into it (so objects allocated before
+//! the attach, before a fork, or before a daemon restart are known), and only then publishes the
+//! ring to other threads. An old ring is never unmapped: a thread may still be pushing into it.
+//!
+//! Nothing here blocks: the socket is non-blocking and `MSG_DONTWAIT`, and a full ring drops.
+
+use crate::{large, log, options};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
+use objtier_wire::{event_flags, ring_bytes, Event, EventKind, Hello, RingHeader};
+
+static RING: AtomicPtr<RingHeader> = AtomicPtr::new(core::ptr::null_mut());
+static SOCKET_FD: AtomicI32 = AtomicI32::new(-1);
+static NEXT_CHECK_NS: AtomicU64 = AtomicU64::new(0);
+static CHECKING: AtomicBool = AtomicBool::new(false);
+/// Consecutive failed attach attempts, for back-off and for logging only the first failure.
+static FAILURES: AtomicU64 = AtomicU64::new(0);
+
+const CHECK_INTERVAL_NS: u64 = 1_000_000_000;
+const MAX_BACKOFF_NS: u64 = 8_000_000_000;
+
+/// The ring in use, if attached.
+#[inline]
+pub fn ring() -> Option<&'static RingHeader> {
+    let ring = RING.load(Ordering::Acquire);
+    // SAFETY: rings are mapped once and never unmapped for the life of the process.
+    (!ring.is_null()).then(|| unsafe { &*ring })
+}
+
+#[inline]
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into our timespec; CLOCK_MONOTONIC is always available.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[inline]
+pub fn push(kind: EventKind, flags: u32, extent: large::Extent, time_ns: u64, site: u64) {
+    if let Some(ring) = ring() {
+        ring.push(&Event {
+            kind: kind as u32,
+            flags,
+            addr: extent.addr as u64,
+            len: extent.len as u64,
+            time_ns,
+            site,
+        });
+    }
+}
+
+/// Called on tracked allocations: at most once a second, checks the daemon link and attaches or
+/// re-attaches. Cheap when it is not time yet (one atomic load).
+#[inline]
+pub fn tick(now: u64) {
+    if now < NEXT_CHECK_NS.load(Ordering::Relaxed) || !options::ready() {
+        return;
+    }
+    if CHECKING.swap(true, Ordering::Acquire) {
+        return;
+    }
+    let attached = ring().is_some();
+    if attached {
+        NEXT_CHECK_NS.store(now + CHECK_INTERVAL_NS, Ordering::Relaxed);
+        if daemon_gone() {
+            detach("the daemon closed the connection");
+            NEXT_CHECK_NS.store(0, Ordering::Relaxed);
+        }
+    } else if options::get().attach {
+        match attach() {
+            Ok(()) => {
+                FAILURES.store(0, Ordering::Relaxed);
+                NEXT_CHECK_NS.store(now + CHECK_INTERVAL_NS, Ordering::Relaxed);
+            }
+            Err(why) => {
+                let failures = FAILURES.fetch_add(1, Ordering::Relaxed);
+                if failures == 0 {
+                    log!("not attached to a daemon ({why}); the program runs unchanged, retrying");
+                }
+                let backoff = (CHECK_INTERVAL_NS << failures.min(3)).min(MAX_BACKOFF_NS);
+                NEXT_CHECK_NS.store(now + backoff, Ordering::Relaxed);
+            }
+        }
+    } else {
+        NEXT_CHECK_NS.store(u64::MAX, Ordering::Relaxed);
+    }
+    CHECKING.store(false, Ordering::Release);
+}
+
+fn daemon_gone() -> bool {
+    let fd = SOCKET_FD.load(Ordering::Relaxed);
+    if fd < 0 {
+        return true;
+    }
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: polls one fd we own, without waiting.
+    let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+    if n <= 0 {
+        return false;
+    }
+    if pfd.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+        return true;
+    }
+    // The daemon may send bytes in future versions; drain them, and treat EOF as gone.
+    let mut buf = [0u8; 64];
+    // SAFETY: reads into a stack buffer of the given length.
+    let got = unsafe {
+        libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), libc::MSG_DONTWAIT)
+    };
+    got == 0
+}
+
+fn detach(why: &str) {
+    RING.store(core::ptr::null_mut(), Ordering::Release);
+    let fd = SOCKET_FD.swap(-1, Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: closing our own socket.
+        unsafe { libc::close(fd) };
+    }
+    log!("detached: {why}");
+}
+
+/// Connects to the daemon and hands it a fresh ring. Returns a static reason on failure.
+fn attach() -> Result<(), &'static str> {
+    let opts = options::get();
+    let fd = connect_any(opts)?;
+    let capacity = opts.ring_capacity;
+    let bytes = ring_bytes(capacity);
+    // SAFETY: plain syscalls on fds we own; every failure path closes what it opened.
+    unsafe {
+        let memfd = libc::memfd_create(c"objtier-ring".as_ptr(), libc::MFD_CLOEXEC);
+        if memfd < 0 {
+            libc::close(fd);
+            return Err("memfd_create failed");
+        }
+        if libc::ftruncate(memfd, bytes as libc::off_t) != 0 {
+            libc::close(memfd);
+            libc::close(fd);
+            return Err("ftruncate of the ring failed");
+        }
+        let mem = libc::mmap(
+            core::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            memfd,
+            0,
+        );
+        if mem == libc::MAP_FAILED {
+            libc::close(memfd);
+            libc::close(fd);
+            return Err("mmap of the ring failed");
+        }
+        let pid = libc::getpid() as u32;
+        let ring = RingHeader::init(mem as *mut u8, capacity, pid);
+        let hello = Hello {
+            magic: objtier_wire::RING_MAGIC,
+            version: objtier_wire::WIRE_VERSION,
+            kind: objtier_wire::hello_kind::PRELOAD,
+            pid,
+            priority: opts.priority,
+            fast_capacity_bytes: opts.fast_capacity_bytes,
+            ring_bytes: bytes as u64,
+            track_min_bytes: opts.track_min_bytes as u64,
+            _reserved: [0; 2],
+        };
+        let sent = send_with_fd(fd, hello.as_bytes(), memfd);
+        libc::close(memfd);
+        if !sent {
+            libc::munmap(mem, bytes);
+            libc::close(fd);
+            return Err("could not send the hello to the daemon");
+        }
+        // Re-announce live objects, then publish the ring, under one hold of the allocator
+        // lock: no allocation or free can fall between the snapshot and the switch.
+        let now = now_ns();
+        large::for_each_live(
+            |extent| {
+                ring.push(&Event {
+                    kind: EventKind::Alloc as u32,
+                    flags: event_flags::SNAPSHOT,
+                    addr: extent.addr as u64,
+                    len: extent.len as u64,
+                    time_ns: now,
+                    site: 0,
+                });
+            },
+            || {
+                let old = SOCKET_FD.swap(fd, Ordering::Relaxed);
+                if old >= 0 {
+                    libc::close(old);
+                }
+                RING.store(ring as *const RingHeader as *mut RingHeader, Ordering::Release);
+            },
+        );
+    }
+    log!("attached to the daemon");
+    Ok(())
+}
+
+/// Tries `OBJTIER_SOCKET`, else the per-user socket, else the system one.
+fn connect_any(opts: &options::Options) -> Result<i32, &'static str> {
+    let mut path = [0u8; options::SOCKET_PATH_MAX];
+    if opts.socket_path[0] != 0 {
+        return connect_path(&opts.socket_path);
+    }
+    // SAFETY: geteuid has no failure mode.
+    let uid = unsafe { libc::geteuid() };
+    if uid != 0 {
+        let len = if opts.runtime_dir[0] != 0 {
+            join(&mut path, &[cstr(&opts.runtime_dir), b"/objtier/objtier.sock"])
+        } else {
+            let mut digits = [0u8; 10];
+            join(&mut path, &[b"/tmp/objtier-", decimal(uid, &mut digits), b"/objtier.sock"])
+        };
+        if len.is_some() {
+            if let Ok(fd) = connect_path(&path) {
+                return Ok(fd);
+            }
+        }
+    }
+    let len = join(&mut path, &[objtier_wire::SYSTEM_SOCKET_PATH.as_bytes()]);
+    if len.is_none() {
+        return Err("socket path too long");
+    }
+    connect_path(&path)
+}
+
+fn cstr(buf: &[u8]) -> &[u8] {
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    &buf[..end]
+}
+
+fn decimal(mut n: u32, out: &mut [u8; 10]) -> &[u8] {
+    let mut i = out.len();
+    loop {
+        i -= 1;
+        out[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &out[i..];
+        }
+    }
+}
+
+/// Writes the concatenation of `parts` plus a NUL into `out`; None if it does not fit.
+fn join(out: &mut [u8; options::SOCKET_PATH_MAX], parts: &[&[u8]]) -> Option<usize> {
+    let mut len = 0;
+    for part in parts {
+        if len + part.len() >= out.len() {
+            return None;
+        }
+        out[len..len + part.len()].copy_from_slice(part);
+        len += part.len();
+    }
+    out[len] = 0;
+    Some(len)
+}
+
+fn connect_path(path: &[u8; options::SOCKET_PATH_MAX]) -> Result<i32, &'static str> {
+    // SAFETY: socket/connect on a sockaddr_un we fill within bounds; the fd is closed on error.
+    unsafe {
+        let fd = libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        );
+        if fd < 0 {
+            return Err("socket() failed");
+        }
+        let mut addr: libc::sockaddr_un = core::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let path = cstr(path);
+        for (dst, &src) in addr.sun_path.iter_mut().zip(path) {
+            *dst = src as libc::c_char;
+        }
+        let len = core::mem::size_of::<libc::sa_family_t>() + path.len() + 1;
+        if libc::connect(fd, &addr as *const _ as *const libc::sockaddr, len as u32) != 0 {
+            libc::close(fd);
+            return Err("no daemon is listening on the socket");
+        }
+        Ok(fd)
+    }
+}
+
+/// Sends `bytes` with `fd_to_send` attached as SCM_RIGHTS, without blocking or raising SIGPIPE.
+///
+/// # Safety
+/// `socket` and `fd_to_send` must be open file descriptors.
+unsafe fn send_with_fd(socket: i32, bytes: &[u8], fd_to_send: i32) -> bool {
+    // A u64 array keeps the control buffer aligned for cmsghdr.
+    let mut control = [0u64; 4];
+    // SAFETY: the msghdr points at live stack buffers sized by CMSG_SPACE for one int.
+    unsafe {
+        let space = libc::CMSG_SPACE(core::mem::size_of::<i32>() as u32) as usize;
+        debug_assert!(space <= core::mem::size_of_val(&control));
+        let mut iov = libc::iovec {
+            iov_base: bytes.as_ptr() as *mut libc::c_void,
+            iov_len: bytes.len(),
+        };
+        let mut msg: libc::msghdr = core::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = space;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(core::mem::size_of::<i32>() as u32) as usize;
+        core::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut i32, fd_to_send);
+        let sent = libc::sendmsg(socket, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL);
+        sent == bytes.len() as isize
+    }
+}
+
+/// `pthread_atfork` child handler: the child is a new process and must attach on its own; the
+/// inherited ring belongs to the parent.
+pub fn after_fork_child() {
+    RING.store(core::ptr::null_mut(), Ordering::Relaxed);
+    let fd = SOCKET_FD.swap(-1, Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: closing the child's copy of the parent's socket leaves the parent's open.
+        unsafe { libc::close(fd) };
+    }
+    NEXT_CHECK_NS.store(0, Ordering::Relaxed);
+    FAILURES.store(0, Ordering::Relaxed);
+    CHECKING.store(false, Ordering::Relaxed);
+}

@@ -1,0 +1,466 @@
+//! The wire format shared by `libobjtier.so` (the producer) and the objtier daemon (the consumer).
+//!
+//! Two channels connect a process to the daemon:
+//!
+//! 1. **A Unix stream socket**, used once per attach: the library connects, sends a fixed-size
+//!    [`Hello`] and, as `SCM_RIGHTS` ancillary data, a memfd holding the event ring. The daemon
+//!    authenticates the peer with `SO_PEERCRED` (the pid in the hello is only a hint; the kernel's
+//!    word wins). The socket then stays open for the life of the process: its hang-up is how the
+//!    daemon learns the process is gone, and how the library learns the daemon is gone. The same
+//!    socket path serves control clients (`objtier status`), which open with [`CONTROL_MAGIC`]
+//!    and speak JSON lines.
+//! 2. **A shared-memory ring** ([`RingHeader`] followed by `capacity` [`Slot`]s): a bounded
+//!    multi-producer, single-consumer queue in the style of Vyukov's bounded MPMC queue. Producers
+//!    (application threads) never block: a full ring drops the event and counts it in
+//!    [`RingHeader::dropped`]; the daemon reconciles what it missed, so a lost event costs precision,
+//!    never correctness.
+//!
+//! Everything here is `#[repr(C)]`, fixed-width and versioned; layout is pinned by compile-time
+//! assertions so that a library and a daemon from different builds either agree byte for byte or
+//! refuse each other with a clear error. The daemon treats the ring as untrusted input: a process
+//! can scribble anything into its own shared memory, and [`RingHeader::validate`] plus per-event
+//! checks keep that from hurting anyone but the scribbler.
+
+#![no_std]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use core::mem::{align_of, size_of};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// First eight bytes of a ring and of a [`Hello`]: "OBJTIER1" little-endian.
+pub const RING_MAGIC: u64 = u64::from_le_bytes(*b"OBJTIER1");
+/// First eight bytes a control client sends: "OBJTCTL1".
+pub const CONTROL_MAGIC: u64 = u64::from_le_bytes(*b"OBJTCTL1");
+/// Bumped on any incompatible change to the ring, the slots or the hello.
+pub const WIRE_VERSION: u32 = 1;
+/// Page size the wire format assumes for page-granular objects (x86_64, aarch64 4K kernels).
+pub const PAGE_SIZE: usize = 4096;
+/// Default number of slots in a ring (48 B each: 3 MiB of shared memory, touched lazily).
+pub const DEFAULT_RING_CAPACITY: u32 = 1 << 16;
+/// Largest ring a daemon accepts (guards against a process asking it to map something silly).
+pub const MAX_RING_CAPACITY: u32 = 1 << 22;
+
+/// What happened to an object.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// A tracked object now occupies `[addr, addr + len)`, page-aligned.
+    Alloc = 1,
+    /// The tracked object starting at `addr` was freed.
+    Free = 2,
+    /// A block of small-object memory (allocator segment) now occupies `[addr, addr + len)`.
+    BlockMap = 3,
+    /// The small-object block starting at `addr` was returned to the OS.
+    BlockUnmap = 4,
+}
+
+impl EventKind {
+    /// Decodes a kind read from untrusted shared memory.
+    pub fn from_raw(raw: u32) -> Option<Self> {
+        match raw {
+            1 => Some(Self::Alloc),
+            2 => Some(Self::Free),
+            3 => Some(Self::BlockMap),
+            4 => Some(Self::BlockUnmap),
+            _ => None,
+        }
+    }
+}
+
+/// Flags carried by an [`Event`].
+pub mod event_flags {
+    /// The event re-announces an object that was live before the ring was attached (a snapshot
+    /// sent at attach time, after a fork or a daemon restart), not a fresh allocation.
+    pub const SNAPSHOT: u32 = 1 << 0;
+}
+
+/// One allocation or free, as the library reports it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Event {
+    /// An [`EventKind`] as `u32`.
+    pub kind: u32,
+    /// [`event_flags`].
+    pub flags: u32,
+    /// Start address of the object (page-aligned for tracked objects).
+    pub addr: u64,
+    /// Length in bytes of the memory the object occupies (a whole number of pages); 0 for frees.
+    pub len: u64,
+    /// `CLOCK_MONOTONIC` time of the event, in nanoseconds.
+    pub time_ns: u64,
+    /// Allocation-site id (hash of the call path); 0 when unknown.
+    pub site: u64,
+}
+
+/// A ring slot: the sequence number that synchronises producer and consumer, then the event.
+#[repr(C)]
+pub struct Slot {
+    /// `pos` when free for the producer at position `pos`; `pos + 1` once published.
+    pub seq: AtomicU64,
+    pub event: core::cell::UnsafeCell<Event>,
+}
+
+/// Header at offset 0 of the shared memory. Producer and consumer cursors sit on separate cache
+/// lines so that application threads and the daemon do not false-share.
+#[repr(C, align(64))]
+pub struct RingHeader {
+    pub magic: u64,
+    pub version: u32,
+    /// `size_of::<RingHeader>()` as the producer saw it.
+    pub header_size: u32,
+    /// `size_of::<Slot>()` as the producer saw it.
+    pub slot_size: u32,
+    /// Number of slots; a power of two.
+    pub capacity: u32,
+    /// Pid of the producing process (informational; the daemon trusts `SO_PEERCRED`).
+    pub pid: u32,
+    _reserved0: u32,
+    /// Events the producer dropped because the ring was full.
+    pub dropped: AtomicU64,
+    /// Events the producer published (including dropped ones is *not* counted here).
+    pub produced: AtomicU64,
+    _pad0: [u8; 16],
+    /// Next position a producer claims.
+    pub enqueue_pos: CacheLine,
+    /// Next position the consumer reads.
+    pub dequeue_pos: CacheLine,
+    /// Daemon-written generation counter bumped each time a daemon starts consuming this ring.
+    pub consumer_generation: AtomicU32,
+    _pad1: [u8; 60],
+}
+
+/// A `u64` alone on its cache line.
+#[repr(C, align(64))]
+pub struct CacheLine {
+    pub value: AtomicU64,
+    _pad: [u8; 56],
+}
+
+const _: () = {
+    assert!(size_of::<Event>() == 40);
+    assert!(size_of::<Slot>() == 48);
+    assert!(align_of::<Slot>() == 8);
+    assert!(size_of::<CacheLine>() == 64);
+    assert!(size_of::<RingHeader>() == 256);
+    assert!(size_of::<Hello>() == 64);
+};
+
+/// Why a ring (or hello) was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireError {
+    BadMagic,
+    VersionMismatch { ours: u32, theirs: u32 },
+    LayoutMismatch,
+    BadCapacity(u32),
+    TooSmall { needed: usize, have: usize },
+}
+
+impl core::fmt::Display for WireError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::BadMagic => write!(f, "not an objtier ring (bad magic)"),
+            Self::VersionMismatch { ours, theirs } => write!(
+                f,
+                "wire version {theirs} from the library, daemon speaks {ours}: \
+                 use libobjtier.so and objtier from the same build"
+            ),
+            Self::LayoutMismatch => write!(f, "ring layout differs from this daemon's build"),
+            Self::BadCapacity(c) => write!(f, "ring capacity {c} is not a power of two in range"),
+            Self::TooSmall { needed, have } => {
+                write!(f, "shared memory is {have} bytes, ring needs {needed}")
+            }
+        }
+    }
+}
+
+/// Bytes of shared memory a ring of `capacity` slots needs.
+pub const fn ring_bytes(capacity: u32) -> usize {
+    size_of::<RingHeader>() + capacity as usize * size_of::<Slot>()
+}
+
+impl RingHeader {
+    /// Initialises a ring in freshly zeroed memory of at least `ring_bytes(capacity)` bytes.
+    ///
+    /// # Safety
+    /// `mem` must be valid for writes of `ring_bytes(capacity)` bytes, aligned to 64, zeroed, and
+    /// not yet shared with any other thread or process.
+    pub unsafe fn init(mem: *mut u8, capacity: u32, pid: u32) -> &'static RingHeader {
+        debug_assert!(capacity.is_power_of_two());
+        let header = mem as *mut RingHeader;
+        // SAFETY: the caller guarantees `mem` is writable, aligned and zeroed; an all-zero bit
+        // pattern is a valid RingHeader (atomics and integers), so writing fields is sound.
+        unsafe {
+            (*header).magic = RING_MAGIC;
+            (*header).version = WIRE_VERSION;
+            (*header).header_size = size_of::<RingHeader>() as u32;
+            (*header).slot_size = size_of::<Slot>() as u32;
+            (*header).capacity = capacity;
+            (*header).pid = pid;
+            let slots = mem.add(size_of::<RingHeader>()) as *mut Slot;
+            for i in 0..capacity as usize {
+                (*slots.add(i)).seq.store(i as u64, Ordering::Relaxed);
+            }
+            &*header
+        }
+    }
+
+    /// Checks a ring found in `len` bytes of shared memory before the daemon uses it.
+    pub fn validate(&self, len: usize) -> Result<(), WireError> {
+        if self.magic != RING_MAGIC {
+            return Err(WireError::BadMagic);
+        }
+        if self.version != WIRE_VERSION {
+            return Err(WireError::VersionMismatch {
+                ours: WIRE_VERSION,
+                theirs: self.version,
+            });
+        }
+        if self.header_size as usize != size_of::<RingHeader>()
+            || self.slot_size as usize != size_of::<Slot>()
+        {
+            return Err(WireError::LayoutMismatch);
+        }
+        let capacity = self.capacity;
+        if !capacity.is_power_of_two() || capacity > MAX_RING_CAPACITY {
+            return Err(WireError::BadCapacity(capacity));
+        }
+        let needed = ring_bytes(capacity);
+        if len < needed {
+            return Err(WireError::TooSmall { needed, have: len });
+        }
+        Ok(())
+    }
+
+    fn slot(&self, pos: u64) -> &Slot {
+        let index = (pos & (self.capacity as u64 - 1)) as usize;
+        // SAFETY: rings are only reachable through `init` or a successful `validate`, both of
+        // which establish that `capacity` slots follow the header in the same mapping.
+        unsafe {
+            let slots = (self as *const RingHeader as *const u8).add(size_of::<RingHeader>())
+                as *const Slot;
+            &*slots.add(index)
+        }
+    }
+
+    /// Publishes `event` without ever blocking. Returns false (and counts a drop) when full.
+    pub fn push(&self, event: &Event) -> bool {
+        let mut pos = self.enqueue_pos.value.load(Ordering::Relaxed);
+        loop {
+            let slot = self.slot(pos);
+            let seq = slot.seq.load(Ordering::Acquire);
+            let diff = seq.wrapping_sub(pos) as i64;
+            if diff == 0 {
+                match self.enqueue_pos.value.compare_exchange_weak(
+                    pos,
+                    pos.wrapping_add(1),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        // SAFETY: winning the CAS for `pos` gives this thread exclusive use of
+                        // the slot until it publishes `pos + 1`.
+                        unsafe { *slot.event.get() = *event };
+                        slot.seq.store(pos.wrapping_add(1), Ordering::Release);
+                        self.produced.fetch_add(1, Ordering::Relaxed);
+                        return true;
+                    }
+                    Err(current) => pos = current,
+                }
+            } else if diff < 0 {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                return false;
+            } else {
+                pos = self.enqueue_pos.value.load(Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Takes the next published event, if any. Only one consumer may call this at a time.
+    pub fn pop(&self) -> Option<Event> {
+        let pos = self.dequeue_pos.value.load(Ordering::Relaxed);
+        let slot = self.slot(pos);
+        let seq = slot.seq.load(Ordering::Acquire);
+        if seq != pos.wrapping_add(1) {
+            return None;
+        }
+        // SAFETY: seq == pos + 1 means the producer finished writing and released the slot to
+        // the (single) consumer. A hostile producer can only make us read garbage values,
+        // which callers validate; the read itself stays inside the mapping.
+        let event = unsafe { core::ptr::read_volatile(slot.event.get()) };
+        slot.seq
+            .store(pos.wrapping_add(self.capacity as u64), Ordering::Release);
+        self.dequeue_pos
+            .value
+            .store(pos.wrapping_add(1), Ordering::Relaxed);
+        Some(event)
+    }
+
+    /// Events published but not yet consumed (approximate while producers run).
+    pub fn backlog(&self) -> u64 {
+        self.enqueue_pos
+            .value
+            .load(Ordering::Relaxed)
+            .wrapping_sub(self.dequeue_pos.value.load(Ordering::Relaxed))
+    }
+}
+
+// SAFETY: all shared mutation goes through atomics or is serialised by the slot protocol.
+unsafe impl Sync for RingHeader {}
+unsafe impl Sync for Slot {}
+
+/// What kind of client opened the connection.
+pub mod hello_kind {
+    /// A process running libobjtier.so, attaching its ring.
+    pub const PRELOAD: u32 = 1;
+}
+
+/// Sent once by the library right after connecting, with the ring memfd as `SCM_RIGHTS`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hello {
+    pub magic: u64,
+    pub version: u32,
+    pub kind: u32,
+    /// The sender's idea of its pid (the daemon uses `SO_PEERCRED` instead).
+    pub pid: u32,
+    /// Application priority (`OBJTIER_PRIORITY`); higher wins the fast tier. 0 is the default.
+    pub priority: i32,
+    /// Cap on fast-tier bytes for this process (`OBJTIER_FAST_CAPACITY`); 0 means no cap.
+    pub fast_capacity_bytes: u64,
+    /// Bytes of the memfd the daemon should map.
+    pub ring_bytes: u64,
+    /// Objects at least this large are tracked (`OBJTIER_TRACK_MIN`).
+    pub track_min_bytes: u64,
+    pub _reserved: [u64; 2],
+}
+
+impl Hello {
+    pub fn as_bytes(&self) -> &[u8; size_of::<Hello>()] {
+        // SAFETY: Hello is repr(C), has no padding (asserted size 64 = sum of fields) and is
+        // plain old data.
+        unsafe { &*(self as *const Hello as *const [u8; size_of::<Hello>()]) }
+    }
+
+    pub fn from_bytes(bytes: &[u8; size_of::<Hello>()]) -> Result<Hello, WireError> {
+        // SAFETY: any 64 bytes form a valid Hello (integers only); read_unaligned copes with
+        // the buffer's alignment.
+        let hello = unsafe { core::ptr::read_unaligned(bytes.as_ptr() as *const Hello) };
+        if hello.magic != RING_MAGIC {
+            return Err(WireError::BadMagic);
+        }
+        if hello.version != WIRE_VERSION {
+            return Err(WireError::VersionMismatch {
+                ours: WIRE_VERSION,
+                theirs: hello.version,
+            });
+        }
+        Ok(hello)
+    }
+}
+
+/// Size of a [`Hello`] on the wire.
+pub const HELLO_BYTES: usize = size_of::<Hello>();
+
+/// Environment variable naming the daemon's socket; overrides every default.
+pub const SOCKET_ENV: &str = "OBJTIER_SOCKET";
+/// Socket of a system-wide (root) daemon.
+pub const SYSTEM_SOCKET_PATH: &str = "/run/objtier/objtier.sock";
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec;
+
+    fn ring(capacity: u32) -> (std::vec::Vec<u64>, &'static RingHeader) {
+        let words = ring_bytes(capacity).div_ceil(8) + 8;
+        let mut mem = vec![0u64; words];
+        let base = mem.as_mut_ptr() as *mut u8;
+        let aligned = base.wrapping_add(base.align_offset(64));
+        // SAFETY: the vector outlives every use in these tests, and is zeroed and large enough.
+        let header = unsafe { RingHeader::init(aligned, capacity, 42) };
+        (mem, header)
+    }
+
+    fn ev(addr: u64) -> Event {
+        Event {
+            kind: EventKind::Alloc as u32,
+            addr,
+            len: 4096,
+            ..Event::default()
+        }
+    }
+
+    #[test]
+    fn fifo_and_full_ring_drops() {
+        let (_mem, r) = ring(4);
+        assert!(r.validate(ring_bytes(4)).is_ok());
+        for i in 0..4 {
+            assert!(r.push(&ev(i)));
+        }
+        assert!(!r.push(&ev(99)), "a full ring must refuse, not block");
+        assert_eq!(r.dropped.load(Ordering::Relaxed), 1);
+        for i in 0..4 {
+            assert_eq!(r.pop().map(|e| e.addr), Some(i));
+        }
+        assert_eq!(r.pop(), None);
+        // Wraps around.
+        for round in 0..10u64 {
+            assert!(r.push(&ev(round)));
+            assert_eq!(r.pop().map(|e| e.addr), Some(round));
+        }
+    }
+
+    #[test]
+    fn validate_rejects_bad_headers() {
+        let (_mem, r) = ring(8);
+        assert_eq!(
+            r.validate(ring_bytes(8) - 1),
+            Err(WireError::TooSmall {
+                needed: ring_bytes(8),
+                have: ring_bytes(8) - 1
+            })
+        );
+        let hello = Hello {
+            magic: RING_MAGIC,
+            version: WIRE_VERSION + 1,
+            ..Hello::default()
+        };
+        assert!(matches!(
+            Hello::from_bytes(hello.as_bytes()),
+            Err(WireError::VersionMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn concurrent_producers_lose_nothing_when_drained() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        let (mem, r) = ring(1024);
+        let done = Arc::new(AtomicBool::new(false));
+        let per_thread = 20_000u64;
+        let mut seen = vec![0u32; 4 * per_thread as usize];
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                s.spawn(move || {
+                    for i in 0..per_thread {
+                        while !r.push(&ev(t * per_thread + i)) {
+                            std::thread::yield_now();
+                        }
+                    }
+                });
+            }
+            let done = done.clone();
+            let mut got = 0;
+            while got < 4 * per_thread {
+                if let Some(e) = r.pop() {
+                    seen[e.addr as usize] += 1;
+                    got += 1;
+                }
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+        drop(mem);
+        assert!(seen.iter().all(|&c| c == 1));
+    }
+}
