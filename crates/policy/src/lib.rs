@@ -1,1 +1,316 @@
-//! placeholder
+//! objtier's tiering logic, pure: snapshot in, plan out.
+//!
+//! Nothing here touches the kernel or the clock, so every rule is unit-tested with synthetic
+//! objects and tiers. The daemon gathers a [`Candidate`] per object record (its access estimate,
+//! its size, where its pages are now), and [`assign_tiers`] decides where each should be. The
+//! design follows the MAT daemon (Kammerdiener et al., sections 3.4.1–3.4.4): an exponential
+//! moving average of sampled accesses per interval ([`ema`]), an ordering of objects
+//! ([`Prioritization`]), and an enforcement routine that fills each tier, fastest first, up to a
+//! budget (90 % of its capacity by default), leaving the rest to slower tiers.
+
+use std::cmp::Ordering;
+
+/// Default smoothing factor of the access EMA (the paper's alpha).
+pub const DEFAULT_ALPHA: f64 = 0.1;
+/// Default share of a tier's capacity objtier fills.
+pub const DEFAULT_FILL: f64 = 0.9;
+/// Default size above which an object is tracked as several records.
+pub const DEFAULT_SPLIT_BYTES: u64 = 64 << 20;
+
+/// Equation 1 of the paper: tau_{n+1} = alpha * t_n + (1 - alpha) * tau_n.
+#[inline]
+pub fn ema(previous: f64, sampled: f64, alpha: f64) -> f64 {
+    alpha * sampled + (1.0 - alpha) * previous
+}
+
+/// Splits `[start, start + len)` into records of at most `split` bytes (the last may be shorter):
+/// ceil(len / split) records, as in section 3.2.2.
+pub fn split_ranges(start: u64, len: u64, split: u64) -> impl Iterator<Item = (u64, u64)> {
+    let split = split.max(objtier_wire_page());
+    (0..len.div_ceil(split)).map(move |i| {
+        let offset = i * split;
+        (start + offset, split.min(len - offset))
+    })
+}
+
+const fn objtier_wire_page() -> u64 {
+    4096
+}
+
+/// How objects are ordered for the fast tier (section 3.4.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prioritization {
+    /// Newest first (older objects have lower priority).
+    Fifo,
+    /// Most recently accessed first.
+    Lru,
+    /// Most accesses per byte first.
+    Apb,
+}
+
+impl std::str::FromStr for Prioritization {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "fifo" => Ok(Self::Fifo),
+            "lru" => Ok(Self::Lru),
+            "apb" => Ok(Self::Apb),
+            _ => Err(format!("unknown prioritization {s:?}: use fifo, lru or apb")),
+        }
+    }
+}
+
+/// What the planner knows about one object record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate {
+    /// The caller's handle for this record.
+    pub id: usize,
+    /// Owning process's handle, for per-process fast-tier caps.
+    pub process: usize,
+    pub len_bytes: u64,
+    pub created_ns: u64,
+    /// Time of the last interval in which accesses were observed; 0 if never.
+    pub last_access_ns: u64,
+    /// EMA of sampled accesses per interval.
+    pub ema_accesses: f64,
+    /// Resident bytes on each tier now (index 0 = fastest).
+    pub resident_bytes_by_tier: Vec<u64>,
+}
+
+impl Candidate {
+    pub fn resident_bytes(&self) -> u64 {
+        self.resident_bytes_by_tier.iter().sum()
+    }
+
+    /// The tier holding most of this record's resident bytes (the slowest on a tie).
+    pub fn main_tier(&self) -> Option<usize> {
+        let (tier, bytes) = self
+            .resident_bytes_by_tier
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(&b.0)))?;
+        (*bytes > 0).then_some(tier)
+    }
+
+    fn observed(&self) -> bool {
+        self.ema_accesses > 0.0
+    }
+
+    fn accesses_per_byte(&self) -> f64 {
+        self.ema_accesses / self.len_bytes.max(1) as f64
+    }
+}
+
+/// Orders candidates hottest first under `policy`. Ties go to the one already faster (fewer
+/// moves), then by id for determinism.
+pub fn prioritize(candidates: &[Candidate], policy: Prioritization) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..candidates.len()).collect();
+    let key = |c: &Candidate| -> f64 {
+        match policy {
+            Prioritization::Fifo => c.created_ns as f64,
+            Prioritization::Lru => c.last_access_ns as f64,
+            Prioritization::Apb => c.accesses_per_byte(),
+        }
+    };
+    order.sort_by(|&a, &b| {
+        let (ca, cb) = (&candidates[a], &candidates[b]);
+        key(cb)
+            .partial_cmp(&key(ca))
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| {
+                let ta = ca.main_tier().unwrap_or(usize::MAX);
+                let tb = cb.main_tier().unwrap_or(usize::MAX);
+                ta.cmp(&tb)
+            })
+            .then(ca.id.cmp(&cb.id))
+    });
+    order
+}
+
+/// Where each tier may put objects this interval.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TierBudget {
+    /// Bytes of object records the tier may hold after this plan.
+    pub budget_bytes: u64,
+}
+
+/// Decides a tier for every candidate: walk them in priority order and place each in the
+/// fastest tier whose remaining budget (and the owning process's fast-tier cap) fits it; the
+/// slowest tier takes the rest. Two refinements over the paper's routine keep migrations honest:
+/// a record with no observed accesses is never moved *up* (no reason to spend bandwidth on it),
+/// and budgets are charged by resident bytes (untouched pages cost no memory anywhere).
+///
+/// `process_fast_caps[p]` caps the bytes process `p` may hold in tier 0 (None = no cap).
+/// Returns the chosen tier per candidate, indexed like `candidates`.
+pub fn assign_tiers(
+    candidates: &[Candidate],
+    order: &[usize],
+    budgets: &[TierBudget],
+    process_fast_caps: &[Option<u64>],
+) -> Vec<usize> {
+    let slowest = budgets.len().saturating_sub(1);
+    let mut remaining: Vec<u64> = budgets.iter().map(|b| b.budget_bytes).collect();
+    let mut process_fast_used = vec![0u64; process_fast_caps.len()];
+    let mut assignment = vec![slowest; candidates.len()];
+    for &index in order {
+        let c = &candidates[index];
+        let bytes = c.resident_bytes();
+        let lowest_allowed = if c.observed() {
+            0
+        } else {
+            c.main_tier().unwrap_or(slowest)
+        };
+        let mut chosen = slowest;
+        for tier in lowest_allowed..slowest {
+            if bytes > remaining[tier] {
+                continue;
+            }
+            if tier == 0 {
+                if let Some(Some(cap)) = process_fast_caps.get(c.process) {
+                    if process_fast_used[c.process] + bytes > *cap {
+                        continue;
+                    }
+                }
+            }
+            chosen = tier;
+            break;
+        }
+        if chosen < slowest {
+            remaining[chosen] -= bytes;
+            if chosen == 0 {
+                if let Some(used) = process_fast_used.get_mut(c.process) {
+                    *used += bytes;
+                }
+            }
+        }
+        assignment[index] = chosen;
+    }
+    assignment
+}
+
+/// Budget of a tier: `fill` of its capacity, but never more than what objtier already holds
+/// there plus what is free beyond the reserve the fill leaves for new allocations.
+pub fn tier_budget(capacity_bytes: u64, free_bytes: u64, objtier_resident_bytes: u64, fill: f64) -> u64 {
+    let by_fill = (capacity_bytes as f64 * fill) as u64;
+    let reserve = capacity_bytes.saturating_sub(by_fill);
+    let physically = objtier_resident_bytes + free_bytes.saturating_sub(reserve);
+    by_fill.min(physically)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn cand(id: usize, len: u64, ema: f64, tiers: [u64; 2]) -> Candidate {
+        Candidate {
+            id,
+            process: 0,
+            len_bytes: len,
+            created_ns: id as u64,
+            last_access_ns: if ema > 0.0 { 100 } else { 0 },
+            ema_accesses: ema,
+            resident_bytes_by_tier: tiers.to_vec(),
+        }
+    }
+
+    #[test]
+    fn ema_matches_equation_1() {
+        assert_eq!(ema(0.0, 10.0, 0.1), 1.0);
+        assert!((ema(1.0, 10.0, 0.1) - 1.9).abs() < 1e-12);
+    }
+
+    #[test]
+    fn splits_like_the_paper() {
+        let parts: Vec<_> = split_ranges(0, 96 * MIB, 64 * MIB).collect();
+        assert_eq!(parts, vec![(0, 64 * MIB), (64 * MIB, 32 * MIB)]);
+        assert_eq!(split_ranges(4096, 4096, 64 * MIB).count(), 1);
+    }
+
+    #[test]
+    fn hot_objects_in_the_slow_tier_are_promoted_and_cold_ones_demoted() {
+        // Fast tier: budget for 2 objects. Hot ones start slow; cold ones fill the fast tier.
+        let c = vec![
+            cand(0, 96 * MIB, 0.0, [96 * MIB, 0]),
+            cand(1, 96 * MIB, 0.0, [96 * MIB, 0]),
+            cand(2, 96 * MIB, 0.0, [0, 96 * MIB]),
+            cand(3, 96 * MIB, 50.0, [0, 96 * MIB]),
+            cand(4, 96 * MIB, 80.0, [0, 96 * MIB]),
+        ];
+        let order = prioritize(&c, Prioritization::Apb);
+        assert_eq!(&order[..2], &[4, 3]);
+        let budgets = [
+            TierBudget { budget_bytes: 2 * 96 * MIB },
+            TierBudget { budget_bytes: u64::MAX },
+        ];
+        let a = assign_tiers(&c, &order, &budgets, &[None]);
+        assert_eq!(a, vec![1, 1, 1, 0, 0]);
+    }
+
+    #[test]
+    fn unobserved_records_are_never_promoted_but_may_stay() {
+        let c = vec![
+            cand(0, MIB, 0.0, [0, MIB]),
+            cand(1, MIB, 0.0, [MIB, 0]),
+        ];
+        let order = prioritize(&c, Prioritization::Apb);
+        let budgets = [
+            TierBudget { budget_bytes: 10 * MIB },
+            TierBudget { budget_bytes: u64::MAX },
+        ];
+        assert_eq!(assign_tiers(&c, &order, &budgets, &[None]), vec![1, 0]);
+    }
+
+    #[test]
+    fn per_process_fast_cap_is_honoured() {
+        let mut c = vec![cand(0, 64 * MIB, 9.0, [0, 64 * MIB]), cand(1, 64 * MIB, 8.0, [0, 64 * MIB])];
+        c[1].process = 1;
+        let order = prioritize(&c, Prioritization::Apb);
+        let budgets = [
+            TierBudget { budget_bytes: u64::MAX },
+            TierBudget { budget_bytes: u64::MAX },
+        ];
+        let a = assign_tiers(&c, &order, &budgets, &[Some(32 * MIB), None]);
+        assert_eq!(a, vec![1, 0]);
+    }
+
+    #[test]
+    fn three_tiers_fill_fastest_first() {
+        let mk = |id, ema| Candidate {
+            id,
+            process: 0,
+            len_bytes: MIB,
+            created_ns: 0,
+            last_access_ns: 1,
+            ema_accesses: ema,
+            resident_bytes_by_tier: vec![0, 0, MIB],
+        };
+        let c = vec![mk(0, 1.0), mk(1, 3.0), mk(2, 2.0)];
+        let order = prioritize(&c, Prioritization::Apb);
+        let budgets = [
+            TierBudget { budget_bytes: MIB },
+            TierBudget { budget_bytes: MIB },
+            TierBudget { budget_bytes: u64::MAX },
+        ];
+        assert_eq!(assign_tiers(&c, &order, &budgets, &[None]), vec![2, 0, 1]);
+    }
+
+    #[test]
+    fn lru_and_fifo_orders() {
+        let mut c = vec![cand(0, MIB, 1.0, [0, MIB]), cand(1, MIB, 1.0, [0, MIB])];
+        c[0].last_access_ns = 500;
+        assert_eq!(prioritize(&c, Prioritization::Lru), vec![0, 1]);
+        assert_eq!(prioritize(&c, Prioritization::Fifo), vec![1, 0]);
+        assert!("APB".parse::<Prioritization>().is_ok());
+        assert!("hot".parse::<Prioritization>().is_err());
+    }
+
+    #[test]
+    fn budget_respects_fill_and_free_memory() {
+        // 512 MiB node, 90 %: 460.8 MiB by fill; only 100 MiB free and we hold 50 MiB there.
+        let b = tier_budget(512 * MIB, 100 * MIB, 50 * MIB, 0.9);
+        assert!(b < 100 * MIB && b > 90 * MIB, "{b}");
+        assert_eq!(tier_budget(1000, 1000, 0, 0.9), 900);
+    }
+}

@@ -1,1 +1,17 @@
-//! placeholder
+//! objtier's kernel plumbing: everything that reads from or writes to the kernel.
+//!
+//! - [`topology`]: NUMA nodes and memory tiers from sysfs (every reader takes a root path, so
+//!   tests feed it captured kernel text).
+//! - [`pages`]: `move_pages(2)` behind the [`pages::PageMover`] trait, with a recording fake so
+//!   planners and daemons can be tested on any laptop, and `--dry-run` comes for free.
+//! - [`damon`]: the DAMON sysfs interface behind a file layer with a dry-run mode.
+//! - [`socket`]: peer credentials and fd passing on Unix sockets.
+//!
+//! Policy lives elsewhere (`objtier-policy`); nothing here decides anything.
+
+pub mod damon;
+pub mod pages;
+pub mod socket;
+pub mod topology;
+
+pub use objtier_wire::PAGE_SIZE;

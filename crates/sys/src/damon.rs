@@ -1,0 +1,516 @@
+//! DAMON (Data Access MONitor) through its sysfs interface, `/sys/kernel/mm/damon/admin`.
+//!
+//! objtier uses DAMON where there is no PMU address sampling (VMs, most clouds, these test
+//! machines): the kernel samples page-table accessed bits of each attached process and reports
+//! regions with an access frequency. objtier creates one kdamond of its own with one `vaddr`
+//! context whose targets are the attached processes, and a `stat` scheme that matches every
+//! region, so that `update_schemes_tried_regions` yields a snapshot of all regions.
+//!
+//! It never takes over or resets a kdamond it did not create: writing `nr_kdamonds` rebuilds
+//! every kdamond directory and is refused by the kernel while any kdamond runs, so objtier only
+//! proceeds when there are none (or only a stopped one left by a previous objtier).
+//!
+//! All file access goes through [`SysfsFiles`], with a [`DryRunFiles`] that records writes and
+//! serves reads from a map, so the exact sequence of writes is unit-tested without a kernel.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// The file operations DAMON's sysfs interface needs.
+pub trait SysfsFiles: Send {
+    fn read(&mut self, path: &Path) -> io::Result<String>;
+    fn write(&mut self, path: &Path, value: &str) -> io::Result<()>;
+    /// Names of the entries of a directory.
+    fn list(&mut self, path: &Path) -> io::Result<Vec<String>>;
+}
+
+/// The real sysfs.
+#[derive(Default)]
+pub struct RealFiles;
+
+impl SysfsFiles for RealFiles {
+    fn read(&mut self, path: &Path) -> io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+    fn write(&mut self, path: &Path, value: &str) -> io::Result<()> {
+        let mut file = std::fs::OpenOptions::new().write(true).open(path)?;
+        file.write_all(value.as_bytes())
+    }
+    fn list(&mut self, path: &Path) -> io::Result<Vec<String>> {
+        std::fs::read_dir(path)?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect()
+    }
+}
+
+/// Records writes; reads come from `files` (which writes also update).
+#[derive(Default)]
+pub struct DryRunFiles {
+    pub files: BTreeMap<PathBuf, String>,
+    pub writes: Vec<(PathBuf, String)>,
+}
+
+impl SysfsFiles for DryRunFiles {
+    fn read(&mut self, path: &Path) -> io::Result<String> {
+        self.files
+            .get(path)
+            .cloned()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    }
+    fn write(&mut self, path: &Path, value: &str) -> io::Result<()> {
+        self.writes.push((path.to_owned(), value.to_owned()));
+        self.files.insert(path.to_owned(), value.to_owned());
+        Ok(())
+    }
+    fn list(&mut self, path: &Path) -> io::Result<Vec<String>> {
+        let mut names: Vec<String> = self
+            .files
+            .keys()
+            .filter_map(|p| p.strip_prefix(path).ok())
+            .filter_map(|rest| rest.components().next())
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        names.dedup();
+        if names.is_empty() {
+            return Err(io::Error::from(io::ErrorKind::NotFound));
+        }
+        Ok(names)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DamonError {
+    #[error(
+        "DAMON is not available: {0} is missing (the kernel lacks CONFIG_DAMON_SYSFS); \
+         run on a 5.18+ kernel with DAMON, or use another access source"
+    )]
+    NoSysfs(PathBuf),
+    #[error(
+        "DAMON cannot monitor virtual addresses: the kernel offers operations {available:?} but \
+         not \"vaddr\" (CONFIG_DAMON_VADDR is not set); use a kernel with DAMON_VADDR, or \
+         another access source"
+    )]
+    NoVaddr { available: Vec<String> },
+    #[error(
+        "DAMON needs root: cannot write {path} ({source}); run the objtier daemon as root"
+    )]
+    PermissionDenied { path: PathBuf, source: io::Error },
+    #[error(
+        "DAMON is in use by another tool: {count} kdamond(s) exist and kdamond {running} is \
+         running; the kernel cannot add a kdamond while one runs, and objtier never takes over \
+         one it did not create. Stop the other DAMON user (e.g. `damo stop`) or use another \
+         access source"
+    )]
+    Busy { count: usize, running: usize },
+    #[error(
+        "DAMON is configured by another tool: {count} stopped kdamond(s) exist that objtier did \
+         not create; adding one would reset them. Clear them (`echo 0 > {path}`) if unused"
+    )]
+    Foreign { count: usize, path: PathBuf },
+    #[error("DAMON sysfs I/O on {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("DAMON sysfs: unexpected content in {path}: {text:?}")]
+    Parse { path: PathBuf, text: String },
+}
+
+/// Monitoring attributes (DAMON's defaults: 5 ms sampling, 100 ms aggregation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DamonAttrs {
+    pub sample_us: u64,
+    pub aggr_us: u64,
+    pub update_us: u64,
+    pub min_regions: u64,
+    pub max_regions: u64,
+}
+
+impl Default for DamonAttrs {
+    fn default() -> Self {
+        Self {
+            sample_us: 5_000,
+            aggr_us: 100_000,
+            update_us: 1_000_000,
+            min_regions: 10,
+            max_regions: 1_000,
+        }
+    }
+}
+
+/// One region of a snapshot: `[start, end)` of target `target` (index into the pid list given
+/// to [`Damon::set_targets`]) was seen accessed in `nr_accesses` samples of an aggregation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionSample {
+    pub target: usize,
+    pub start: u64,
+    pub end: u64,
+    pub nr_accesses: u32,
+    pub age: u32,
+}
+
+/// objtier's own kdamond.
+pub struct Damon<F: SysfsFiles> {
+    files: F,
+    kdamonds: PathBuf,
+    attrs: DamonAttrs,
+    /// Our kdamond's index, once created.
+    index: Option<usize>,
+    targets: Vec<u32>,
+}
+
+fn io_err(path: &Path, source: io::Error) -> DamonError {
+    if source.kind() == io::ErrorKind::PermissionDenied {
+        DamonError::PermissionDenied {
+            path: path.to_owned(),
+            source,
+        }
+    } else {
+        DamonError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+impl<F: SysfsFiles> Damon<F> {
+    /// Prepares to use DAMON under `sys_root` (normally `/sys`); nothing is written yet.
+    pub fn new(files: F, sys_root: &Path, attrs: DamonAttrs) -> Self {
+        Self {
+            files,
+            kdamonds: sys_root.join("kernel/mm/damon/admin/kdamonds"),
+            attrs,
+            index: None,
+            targets: Vec::new(),
+        }
+    }
+
+    pub fn files(&self) -> &F {
+        &self.files
+    }
+
+    fn read(&mut self, path: &Path) -> Result<String, DamonError> {
+        self.files
+            .read(path)
+            .map(|s| s.trim().to_owned())
+            .map_err(|e| io_err(path, e))
+    }
+
+    fn write(&mut self, path: &Path, value: impl ToString) -> Result<(), DamonError> {
+        self.files
+            .write(path, &value.to_string())
+            .map_err(|e| io_err(path, e))
+    }
+
+    fn read_number(&mut self, path: &Path) -> Result<u64, DamonError> {
+        let text = self.read(path)?;
+        text.parse().map_err(|_| DamonError::Parse {
+            path: path.to_owned(),
+            text,
+        })
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.kdamonds.join(self.index.unwrap_or(0).to_string())
+    }
+
+    fn ctx(&self) -> PathBuf {
+        self.dir().join("contexts/0")
+    }
+
+    /// Creates and configures our kdamond (stopped). Fails with a clear reason when DAMON is
+    /// missing, needs privileges we lack, or belongs to someone else.
+    pub fn claim(&mut self) -> Result<(), DamonError> {
+        if self.index.is_some() {
+            return Ok(());
+        }
+        let nr_path = self.kdamonds.join("nr_kdamonds");
+        let count = match self.files.read(&nr_path) {
+            Ok(text) => text.trim().parse::<usize>().map_err(|_| DamonError::Parse {
+                path: nr_path.clone(),
+                text,
+            })?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(DamonError::NoSysfs(self.kdamonds.clone()))
+            }
+            Err(e) => return Err(io_err(&nr_path, e)),
+        };
+        for i in 0..count {
+            let state = self.read(&self.kdamonds.join(format!("{i}/state")))?;
+            if state == "on" {
+                return Err(DamonError::Busy { count, running: i });
+            }
+        }
+        if count > 0 {
+            return Err(DamonError::Foreign {
+                count,
+                path: nr_path,
+            });
+        }
+        self.write(&nr_path, 1)?;
+        self.index = Some(0);
+        let dir = self.dir();
+        self.write(&dir.join("contexts/nr_contexts"), 1)?;
+        let ctx = self.ctx();
+        let avail_path = ctx.join("avail_operations");
+        if let Ok(avail) = self.files.read(&avail_path) {
+            let available: Vec<String> = avail.split_whitespace().map(str::to_owned).collect();
+            if !available.iter().any(|o| o == "vaddr") {
+                self.release();
+                return Err(DamonError::NoVaddr { available });
+            }
+        }
+        self.write(&ctx.join("operations"), "vaddr")?;
+        let attrs = self.attrs.clone();
+        let intervals = ctx.join("monitoring_attrs/intervals");
+        self.write(&intervals.join("sample_us"), attrs.sample_us)?;
+        self.write(&intervals.join("aggr_us"), attrs.aggr_us)?;
+        self.write(&intervals.join("update_us"), attrs.update_us)?;
+        let regions = ctx.join("monitoring_attrs/nr_regions");
+        // max first: the kernel rejects min > max at commit, and the defaults are 10..1000.
+        self.write(&regions.join("max"), attrs.max_regions)?;
+        self.write(&regions.join("min"), attrs.min_regions)?;
+        // One `stat` scheme matching every region: it changes nothing, and makes the kernel
+        // report all regions under tried_regions on request.
+        let schemes = ctx.join("schemes");
+        self.write(&schemes.join("nr_schemes"), 1)?;
+        let scheme = schemes.join("0");
+        self.write(&scheme.join("action"), "stat")?;
+        let pattern = scheme.join("access_pattern");
+        for (range, max) in [
+            ("sz", u64::MAX),
+            ("nr_accesses", u32::MAX as u64),
+            ("age", u32::MAX as u64),
+        ] {
+            self.write(&pattern.join(range).join("max"), max)?;
+            self.write(&pattern.join(range).join("min"), 0)?;
+        }
+        Ok(())
+    }
+
+    /// Monitors exactly `pids` (restarting the kdamond when the set changes; stopping it when
+    /// empty).
+    pub fn set_targets(&mut self, pids: &[u32]) -> Result<(), DamonError> {
+        self.claim()?;
+        let running = self.is_running()?;
+        if pids == self.targets.as_slice() && (running || pids.is_empty()) {
+            return Ok(());
+        }
+        if running {
+            self.write(&self.dir().join("state"), "off")?;
+        }
+        let targets = self.ctx().join("targets");
+        self.write(&targets.join("nr_targets"), pids.len())?;
+        for (i, pid) in pids.iter().enumerate() {
+            self.write(&targets.join(format!("{i}/pid_target")), pid)?;
+        }
+        self.targets = pids.to_vec();
+        if !pids.is_empty() {
+            self.write(&self.dir().join("state"), "on")?;
+        }
+        Ok(())
+    }
+
+    pub fn is_running(&mut self) -> Result<bool, DamonError> {
+        if self.index.is_none() {
+            return Ok(false);
+        }
+        Ok(self.read(&self.dir().join("state"))? == "on")
+    }
+
+    /// Asks the kdamond for its current regions and returns them, attributed to targets.
+    /// Empty when not running (e.g. every target exited and the kdamond stopped itself).
+    pub fn snapshot(&mut self) -> Result<Vec<RegionSample>, DamonError> {
+        if self.targets.is_empty() || !self.is_running()? {
+            return Ok(Vec::new());
+        }
+        self.write(&self.dir().join("state"), "update_schemes_tried_regions")?;
+        let dir = self.ctx().join("schemes/0/tried_regions");
+        let mut indices: Vec<usize> = self
+            .files
+            .list(&dir)
+            .map_err(|e| io_err(&dir, e))?
+            .iter()
+            .filter_map(|name| name.parse().ok())
+            .collect();
+        indices.sort_unstable();
+        let mut out = Vec::with_capacity(indices.len());
+        let mut target = 0;
+        let mut previous_end = 0;
+        for i in indices {
+            let region = dir.join(i.to_string());
+            let start = self.read_number(&region.join("start"))?;
+            let end = self.read_number(&region.join("end"))?;
+            let nr_accesses = self.read_number(&region.join("nr_accesses"))? as u32;
+            let age = self.read_number(&region.join("age"))? as u32;
+            // The kernel lists regions target by target, each target's in ascending address
+            // order: a region starting below its predecessor's end begins the next target.
+            if !out.is_empty() && start < previous_end {
+                target += 1;
+            }
+            previous_end = end;
+            if target >= self.targets.len() {
+                break;
+            }
+            out.push(RegionSample {
+                target,
+                start,
+                end,
+                nr_accesses,
+                age,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The pids currently monitored, in target order.
+    pub fn targets(&self) -> &[u32] {
+        &self.targets
+    }
+
+    /// Stops and removes our kdamond, leaving DAMON as we found it.
+    pub fn release(&mut self) {
+        if self.index.take().is_none() {
+            return;
+        }
+        let dir = self.kdamonds.join("0");
+        if self.files.read(&dir.join("state")).is_ok_and(|s| s.trim() == "on") {
+            let _ = self.files.write(&dir.join("state"), "off");
+        }
+        let _ = self.files.write(&self.kdamonds.join("nr_kdamonds"), "0");
+        self.targets.clear();
+    }
+}
+
+impl<F: SysfsFiles> Drop for Damon<F> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake(nr_kdamonds: &str) -> DryRunFiles {
+        let mut files = DryRunFiles::default();
+        files.files.insert(
+            PathBuf::from("/sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds"),
+            nr_kdamonds.into(),
+        );
+        files.files.insert(
+            PathBuf::from("/sys/kernel/mm/damon/admin/kdamonds/0/state"),
+            "off".into(),
+        );
+        files
+    }
+
+    const K: &str = "/sys/kernel/mm/damon/admin/kdamonds";
+
+    #[test]
+    fn claims_configures_and_targets() {
+        let mut d = Damon::new(fake("0\n"), Path::new("/sys"), DamonAttrs::default());
+        d.files
+            .files
+            .insert(format!("{K}/0/state").into(), "off".into());
+        d.set_targets(&[41, 42]).unwrap();
+        let writes: Vec<(String, String)> = d
+            .files()
+            .writes
+            .iter()
+            .map(|(p, v)| (p.strip_prefix(K).unwrap().display().to_string(), v.clone()))
+            .collect();
+        let expect_prefix = [
+            ("nr_kdamonds", "1"),
+            ("0/contexts/nr_contexts", "1"),
+            ("0/contexts/0/operations", "vaddr"),
+            ("0/contexts/0/monitoring_attrs/intervals/sample_us", "5000"),
+        ];
+        for (i, (p, v)) in expect_prefix.iter().enumerate() {
+            assert_eq!((writes[i].0.as_str(), writes[i].1.as_str()), (*p, *v));
+        }
+        let tail: Vec<_> = writes[writes.len() - 4..].to_vec();
+        assert_eq!(
+            tail,
+            vec![
+                ("0/contexts/0/targets/nr_targets".into(), "2".into()),
+                ("0/contexts/0/targets/0/pid_target".into(), "41".into()),
+                ("0/contexts/0/targets/1/pid_target".into(), "42".into()),
+                ("0/state".into(), "on".into()),
+            ]
+        );
+        assert!(writes.contains(&("0/contexts/0/schemes/0/action".into(), "stat".into())));
+        // Same targets again while running: no writes.
+        let before = d.files().writes.len();
+        d.set_targets(&[41, 42]).unwrap();
+        assert_eq!(d.files().writes.len(), before);
+        // Dropping releases the kdamond.
+        drop(d);
+    }
+
+    #[test]
+    fn refuses_foreign_and_busy_kdamonds() {
+        let mut files = fake("1\n");
+        files
+            .files
+            .insert(format!("{K}/0/state").into(), "on\n".into());
+        let mut d = Damon::new(files, Path::new("/sys"), DamonAttrs::default());
+        assert!(matches!(d.claim(), Err(DamonError::Busy { count: 1, running: 0 })));
+        assert!(d.files().writes.is_empty(), "nothing written to someone else's DAMON");
+
+        let mut files = fake("1\n");
+        files
+            .files
+            .insert(format!("{K}/0/state").into(), "off\n".into());
+        let mut d = Damon::new(files, Path::new("/sys"), DamonAttrs::default());
+        assert!(matches!(d.claim(), Err(DamonError::Foreign { .. })));
+
+        let mut d = Damon::new(DryRunFiles::default(), Path::new("/sys"), DamonAttrs::default());
+        let err = d.claim().unwrap_err();
+        assert!(matches!(err, DamonError::NoSysfs(_)));
+        assert!(err.to_string().contains("CONFIG_DAMON_SYSFS"));
+    }
+
+    #[test]
+    fn no_vaddr_is_reported_and_cleaned_up() {
+        let mut files = fake("0");
+        files.files.insert(
+            format!("{K}/0/contexts/0/avail_operations").into(),
+            "paddr\n".into(),
+        );
+        let mut d = Damon::new(files, Path::new("/sys"), DamonAttrs::default());
+        let err = d.claim().unwrap_err();
+        assert!(err.to_string().contains("CONFIG_DAMON_VADDR"), "{err}");
+        assert_eq!(
+            d.files().writes.last().unwrap(),
+            &(PathBuf::from(format!("{K}/nr_kdamonds")), "0".to_string())
+        );
+    }
+
+    #[test]
+    fn snapshot_attributes_regions_to_targets() {
+        let mut d = Damon::new(fake("0"), Path::new("/sys"), DamonAttrs::default());
+        d.set_targets(&[10, 20]).unwrap();
+        let regions = format!("{K}/0/contexts/0/schemes/0/tried_regions");
+        let rows = [
+            (0x1000u64, 0x5000u64, 3u32),
+            (0x5000, 0x9000, 0),
+            (0x7fff_0000, 0x7fff_8000, 1),
+            (0x2000, 0x3000, 9), // below the previous end: second target
+            (0x3000, 0x4000, 2),
+        ];
+        for (i, (s, e, n)) in rows.iter().enumerate() {
+            for (f, v) in [("start", s), ("end", e), ("nr_accesses", &(*n as u64)), ("age", &1)] {
+                d.files
+                    .files
+                    .insert(format!("{regions}/{i}/{f}").into(), v.to_string());
+            }
+        }
+        let snap = d.snapshot().unwrap();
+        assert_eq!(snap.len(), 5);
+        assert_eq!(snap.iter().map(|r| r.target).collect::<Vec<_>>(), [0, 0, 0, 1, 1]);
+        assert_eq!(snap[3].nr_accesses, 9);
+        assert_eq!(
+            d.files().writes.last().unwrap().1,
+            "update_schemes_tried_regions"
+        );
+    }
+}

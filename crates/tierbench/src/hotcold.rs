@@ -1,0 +1,461 @@
+//! The `hotcold` workload: N objects, the last K of them hot, and a measurement of where the
+//! hot accesses land.
+//!
+//! Design choices, each made so the numbers are ground truth rather than objtier's opinion:
+//!
+//! - **Objects come from the C `malloc`**, called directly, so under `LD_PRELOAD=libobjtier.so`
+//!   they are objtier's objects, exactly as a real application's would be.
+//! - **Hot objects are allocated and touched last.** First-touch placement fills the fast node in
+//!   allocation order, so on a machine whose fast node is small the cold objects take it and the
+//!   hot ones start in the slow tier: the worst start, which a tiering system has to fix.
+//!   `--first-touch slow` gives the same start on a machine whose fast node is big.
+//! - **Accesses are counted per page and weighted by where that page is.** The kernel places and
+//!   migrates pages, not objects, and an object can be split across nodes mid-migration; counting
+//!   per page makes `fast_share` the share of accesses that really hit the fast tier, whatever
+//!   the split. Page locations come from `move_pages(2)` status queries on our own pages; we
+//!   never ask objtier anything.
+//! - **Query time is not loop time.** Workers stop for the once-a-second query, and `t` counts
+//!   only time spent accessing, so a slow query cannot shrink the measured loop.
+//!
+//! Our own bookkeeping (page lists, counters) comes from Rust's allocator, which is also `malloc`;
+//! it is tiny next to the objects and does not affect what is measured, only how fast.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+
+use crate::numa::{self, Topology};
+
+/// Accesses between two looks at the clock: rare enough to be free, frequent enough (~1 ms)
+/// that a one-second window ends on time.
+const ACCESSES_PER_CLOCK_CHECK: u64 = 64 * 1024;
+/// Length of one tick of the hot loop, in loop (access) time.
+const TICK_SECONDS: f64 = 1.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FirstTouch {
+    /// The thread's default policy: the local (normally fast) node first.
+    Default,
+    /// Prefer the slowest tier's first node, so every object starts slow.
+    Slow,
+}
+
+impl FirstTouch {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FirstTouch::Default => "default",
+            FirstTouch::Slow => "slow",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub objects: usize,
+    pub object_size_bytes: usize,
+    pub hot_objects: usize,
+    pub seconds: f64,
+    pub first_touch: FirstTouch,
+    pub seed: u64,
+    pub threads: usize,
+}
+
+/// One line of output.
+#[derive(Debug, Serialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+pub enum Event {
+    Setup {
+        objects: usize,
+        size_bytes: usize,
+        hot: usize,
+        fast_nodes: Vec<u32>,
+        slow_node: u32,
+        first_touch: FirstTouch,
+        threads: usize,
+        seed: u64,
+        setup_seconds: f64,
+        hot_fast_bytes: u64,
+        all_fast_bytes: u64,
+    },
+    Tick {
+        t: f64,
+        accesses: u64,
+        /// `None` (JSON null) only if no access happened in the tick.
+        fast_share: Option<f64>,
+        hot_fast_bytes: u64,
+    },
+    Summary {
+        seconds: f64,
+        accesses: u64,
+        fast_share: Option<f64>,
+        fast_share_last: Option<f64>,
+        hot_fast_bytes: u64,
+        all_fast_bytes: u64,
+    },
+}
+
+/// Runs the workload, handing each event to `emit` as it happens.
+pub fn run(
+    config: &Config,
+    topology: &Topology,
+    emit: &mut dyn FnMut(Event) -> Result<()>,
+) -> Result<()> {
+    let page_size_bytes = page_size_bytes()?;
+    let setup_start = Instant::now();
+    let objects = match config.first_touch {
+        FirstTouch::Default => allocate_and_touch(config)?,
+        FirstTouch::Slow => {
+            // The policy covers malloc too: glibc writes a chunk header (faulting the first
+            // page) inside malloc, before our touch loop sees the object.
+            numa::set_preferred_node(Some(topology.slow_node))?;
+            let objects = allocate_and_touch(config);
+            numa::set_preferred_node(None)?;
+            objects?
+        }
+    };
+    let setup_seconds = setup_start.elapsed().as_secs_f64();
+
+    let spans: Vec<(usize, usize)> = objects
+        .addrs
+        .iter()
+        .map(|&addr| (addr, objects.size_bytes))
+        .collect();
+    let all_map = PageMap::new(&spans, page_size_bytes);
+    let hot_map = PageMap::new(
+        &spans[config.objects - config.hot_objects..],
+        page_size_bytes,
+    );
+    let mut status = Vec::new();
+    let mut resident_fast_bytes = |map: &PageMap| -> Result<u64> {
+        numa::query_page_nodes(&map.pages, &mut status)?;
+        Ok(map.fast_bytes(&status, topology))
+    };
+    emit(Event::Setup {
+        objects: config.objects,
+        size_bytes: config.object_size_bytes,
+        hot: config.hot_objects,
+        fast_nodes: topology.fast_nodes.clone(),
+        slow_node: topology.slow_node,
+        first_touch: config.first_touch,
+        threads: config.threads,
+        seed: config.seed,
+        setup_seconds,
+        hot_fast_bytes: resident_fast_bytes(&hot_map)?,
+        all_fast_bytes: resident_fast_bytes(&all_map)?,
+    })?;
+
+    let mut workers: Vec<Worker> = (0..config.threads as u64)
+        .map(|index| {
+            Worker::new(
+                config.seed ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                hot_map.pages.len(),
+            )
+        })
+        .collect();
+    let mut hot_status = Vec::new();
+    let (mut loop_seconds, mut total_accesses, mut total_fast_accesses) = (0.0, 0u64, 0u64);
+    let mut fast_share_last = None;
+    while loop_seconds < config.seconds {
+        let tick_start = Instant::now();
+        let deadline =
+            tick_start + Duration::from_secs_f64((config.seconds - loop_seconds).min(TICK_SECONDS));
+        let accesses: u64 = if let [worker] = workers.as_mut_slice() {
+            worker.run_until(&hot_map, deadline)
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = workers
+                    .iter_mut()
+                    .map(|worker| scope.spawn(|| worker.run_until(&hot_map, deadline)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|handle| handle.join().expect("worker panicked"))
+                    .sum()
+            })
+        };
+        loop_seconds += tick_start.elapsed().as_secs_f64();
+
+        numa::query_page_nodes(&hot_map.pages, &mut hot_status)?;
+        let fast_accesses: u64 = workers
+            .iter_mut()
+            .map(|worker| {
+                let fast = count_fast_accesses(&worker.page_access_counts, &hot_status, topology);
+                worker.page_access_counts.fill(0);
+                fast
+            })
+            .sum();
+        total_accesses += accesses;
+        total_fast_accesses += fast_accesses;
+        fast_share_last = fast_share(fast_accesses, accesses);
+        emit(Event::Tick {
+            t: loop_seconds,
+            accesses,
+            fast_share: fast_share_last,
+            hot_fast_bytes: hot_map.fast_bytes(&hot_status, topology),
+        })?;
+    }
+    // Keeps the loads from being optimized away.
+    std::hint::black_box(workers.iter().fold(0, |acc, worker| acc ^ worker.load_sink));
+
+    emit(Event::Summary {
+        seconds: config.seconds,
+        accesses: total_accesses,
+        fast_share: fast_share(total_fast_accesses, total_accesses),
+        fast_share_last,
+        hot_fast_bytes: resident_fast_bytes(&hot_map)?,
+        all_fast_bytes: resident_fast_bytes(&all_map)?,
+    })
+}
+
+fn page_size_bytes() -> Result<usize> {
+    // SAFETY: sysconf reads a constant; no memory is passed.
+    let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if page_size <= 0 || (page_size as usize).count_ones() != 1 {
+        bail!("sysconf(_SC_PAGESIZE) returned {page_size}: cannot lay out pages");
+    }
+    Ok(page_size as usize)
+}
+
+/// The objects, freed with `libc::free` on drop (so also on every error path).
+struct Objects {
+    addrs: Vec<usize>,
+    size_bytes: usize,
+}
+
+impl Drop for Objects {
+    fn drop(&mut self) {
+        for &addr in &self.addrs {
+            // SAFETY: every address came from libc::malloc and is freed exactly once, here.
+            unsafe { libc::free(addr as *mut libc::c_void) };
+        }
+    }
+}
+
+/// Allocates every object, then writes all of each, in allocation order (so hot objects last).
+fn allocate_and_touch(config: &Config) -> Result<Objects> {
+    let mut objects = Objects {
+        addrs: Vec::with_capacity(config.objects),
+        size_bytes: config.object_size_bytes,
+    };
+    for index in 0..config.objects {
+        // SAFETY: malloc has no preconditions; the result is checked for NULL below.
+        let addr = unsafe { libc::malloc(config.object_size_bytes) } as usize;
+        if addr == 0 {
+            bail!(
+                "malloc({}) returned NULL for object {index} of {}: out of memory; \
+                 lower --objects or --size",
+                config.object_size_bytes,
+                config.objects
+            );
+        }
+        objects.addrs.push(addr);
+        if !addr.is_multiple_of(8) {
+            bail!(
+                "malloc returned {addr:#x}, not 8-byte aligned: the allocator under test is broken"
+            );
+        }
+    }
+    for &start in &objects.addrs {
+        // Filling every byte (not one per page) also initializes what the hot loop will load.
+        // SAFETY: [start, start + size_bytes) is an allocation we own and nobody else uses.
+        unsafe { std::ptr::write_bytes(start as *mut u8, 0xa5, objects.size_bytes) };
+    }
+    Ok(objects)
+}
+
+/// The pages a set of objects span, in object order, with each object's slot in that list.
+/// Neighbouring small objects may share a page; it then appears once per object, which only
+/// costs a duplicate query.
+pub struct PageMap {
+    page_shift: u32,
+    spans: Vec<ObjectSpan>,
+    /// Page-aligned addresses: the `move_pages` query list, and the counter index.
+    pub pages: Vec<usize>,
+}
+
+struct ObjectSpan {
+    start: usize,
+    len_bytes: usize,
+    first_page_slot: usize,
+}
+
+impl PageMap {
+    pub fn new(objects: &[(usize, usize)], page_size_bytes: usize) -> PageMap {
+        let page_shift = page_size_bytes.trailing_zeros();
+        let mut map = PageMap {
+            page_shift,
+            spans: Vec::with_capacity(objects.len()),
+            pages: Vec::new(),
+        };
+        for &(start, len_bytes) in objects {
+            map.spans.push(ObjectSpan {
+                start,
+                len_bytes,
+                first_page_slot: map.pages.len(),
+            });
+            let (first_page, last_page) =
+                (start >> page_shift, (start + len_bytes - 1) >> page_shift);
+            map.pages
+                .extend((first_page..=last_page).map(|page| page << page_shift));
+        }
+        map
+    }
+
+    /// Bytes of the objects that sit on fast nodes, given `status[slot]` for each page.
+    pub fn fast_bytes(&self, status: &[i32], topology: &Topology) -> u64 {
+        let page_size_bytes = 1usize << self.page_shift;
+        let mut fast_bytes = 0;
+        for span in &self.spans {
+            let end = span.start + span.len_bytes;
+            let page_count = ((end - 1) >> self.page_shift) - (span.start >> self.page_shift) + 1;
+            let slots = span.first_page_slot..span.first_page_slot + page_count;
+            for (&page, &node) in self.pages[slots.clone()].iter().zip(&status[slots]) {
+                if topology.is_fast(node) {
+                    fast_bytes += ((page + page_size_bytes).min(end) - page.max(span.start)) as u64;
+                }
+            }
+        }
+        fast_bytes
+    }
+}
+
+/// Accesses (summed from per-page counts) that hit pages on fast nodes.
+pub fn count_fast_accesses(page_access_counts: &[u32], status: &[i32], topology: &Topology) -> u64 {
+    page_access_counts
+        .iter()
+        .zip(status)
+        .filter(|&(_, &node)| topology.is_fast(node))
+        .map(|(&count, _)| u64::from(count))
+        .sum()
+}
+
+pub fn fast_share(fast_accesses: u64, accesses: u64) -> Option<f64> {
+    (accesses > 0).then(|| fast_accesses as f64 / accesses as f64)
+}
+
+/// One access thread's state; it lives across ticks so the random stream continues.
+struct Worker {
+    rng_state: u64,
+    page_access_counts: Vec<u32>,
+    load_sink: u64,
+}
+
+impl Worker {
+    fn new(seed: u64, hot_page_count: usize) -> Worker {
+        Worker {
+            rng_state: seed,
+            page_access_counts: vec![0; hot_page_count],
+            load_sink: 0,
+        }
+    }
+
+    /// splitmix64: one add and three multiply-xorshifts, good enough to scatter accesses.
+    fn next_random(&mut self) -> u64 {
+        self.rng_state = self.rng_state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng_state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Random 8-byte accesses (7 loads to 1 store), uniform over the hot bytes, until `deadline`.
+    fn run_until(&mut self, hot_map: &PageMap, deadline: Instant) -> u64 {
+        let words_per_object = (hot_map.spans[0].len_bytes / 8) as u64;
+        let object_count = hot_map.spans.len() as u64;
+        let mut accesses = 0;
+        loop {
+            for _ in 0..ACCESSES_PER_CLOCK_CHECK {
+                let random = self.next_random();
+                let span = &hot_map.spans[uniform_below(random, object_count)];
+                let addr = span.start + 8 * uniform_below(self.next_random(), words_per_object);
+                let slot = span.first_page_slot + (addr >> hot_map.page_shift)
+                    - (span.start >> hot_map.page_shift);
+                self.page_access_counts[slot] += 1;
+                // SAFETY: `addr` is 8-byte aligned (malloc alignment plus a multiple of 8) and
+                // its 8 bytes lie inside a live hot object, which outlives the hot loop. Atomic
+                // access keeps concurrent workers free of data races; Relaxed is a plain mov.
+                let word = unsafe { &*(addr as *const AtomicU64) };
+                if random & 7 == 0 {
+                    word.store(random, Ordering::Relaxed);
+                } else {
+                    self.load_sink ^= word.load(Ordering::Relaxed);
+                }
+            }
+            accesses += ACCESSES_PER_CLOCK_CHECK;
+            if Instant::now() >= deadline {
+                return accesses;
+            }
+        }
+    }
+}
+
+/// Maps a uniform 64-bit random number to [0, bound) without division (Lemire's multiply-shift).
+fn uniform_below(random: u64, bound: u64) -> usize {
+    ((u128::from(random) * u128::from(bound)) >> 64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topology() -> Topology {
+        Topology {
+            fast_nodes: vec![0],
+            slow_node: 1,
+        }
+    }
+
+    #[test]
+    fn fast_share_weights_accesses_by_page_node() {
+        let counts = [10, 30, 0, 60];
+        let status = [0, 1, 0, -libc::ENOENT];
+        assert_eq!(count_fast_accesses(&counts, &status, &topology()), 10);
+        assert_eq!(fast_share(10, 100), Some(0.1));
+        assert_eq!(fast_share(0, 0), None);
+    }
+
+    #[test]
+    fn page_map_counts_partial_pages() {
+        // Object A: 100 bytes into page 1, 2 pages + 100 bytes long -> spans pages 1..=3.
+        // Object B: shares page 3 with A.
+        let a = (4096 + 100, 2 * 4096 + 100);
+        let b = (3 * 4096 + 1000, 100);
+        let map = PageMap::new(&[a, b], 4096);
+        assert_eq!(map.pages, vec![4096, 8192, 12288, 12288]);
+        // Pages 1 and 3 fast, page 2 slow.
+        let status = [0, 1, 0, 0];
+        let a_fast = (4096 - 100) + (a.0 + a.1 - 12288);
+        assert_eq!(map.fast_bytes(&status, &topology()), (a_fast + 100) as u64);
+        assert_eq!(map.fast_bytes(&[0; 4], &topology()), (a.1 + b.1) as u64);
+    }
+
+    #[test]
+    fn accesses_stay_inside_hot_objects() {
+        let mut object = vec![0u64; 3 * 512 + 1]; // 3 pages and a bit, 8-byte aligned
+        let span = (object.as_mut_ptr() as usize, object.len() * 8);
+        let map = PageMap::new(&[span], 4096);
+        let mut worker = Worker::new(7, map.pages.len());
+        let accesses = worker.run_until(&map, Instant::now());
+        assert_eq!(accesses, ACCESSES_PER_CLOCK_CHECK);
+        let counted: u64 = worker
+            .page_access_counts
+            .iter()
+            .map(|&c| u64::from(c))
+            .sum();
+        assert_eq!(counted, accesses);
+        assert!(
+            worker.page_access_counts.iter().all(|&c| c > 0),
+            "{:?}",
+            worker.page_access_counts
+        );
+    }
+
+    #[test]
+    fn uniform_below_covers_range() {
+        assert_eq!(uniform_below(0, 10), 0);
+        assert_eq!(uniform_below(u64::MAX, 10), 9);
+    }
+}
