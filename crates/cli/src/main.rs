@@ -1,1 +1,459 @@
-fn main() {}
+//! `objtier`: run a program under object tiering, run the daemon, or ask it what it is doing.
+//!
+//! The CLI is thin: `run` makes sure a daemon is listening and then `exec`s the program with
+//! libobjtier.so preloaded; `daemon` hands its flags to `objtier-daemon`; `status` asks a daemon
+//! over its socket.
+
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+use objtier_daemon::config::{default_socket_path, DaemonConfig, SourceChoice};
+use objtier_policy::Prioritization;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(
+    name = "objtier",
+    version,
+    about = "Object-level memory tiering for Linux"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a program with objtier: preload libobjtier.so, starting a daemon if none is running.
+    Run(RunArgs),
+    /// Run the daemon in the foreground (serves every attached process; root for DAMON).
+    Daemon(DaemonArgs),
+    /// Show the daemon's tiers and attached processes.
+    Status(StatusArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Cap on how much of the fast tier objtier may fill for this program (e.g. 256M, 1G).
+    #[arg(long, value_parser = parse_size)]
+    fast_capacity: Option<u64>,
+    /// Priority of this program among attached processes (higher wins the fast tier).
+    #[arg(long, allow_hyphen_values = true)]
+    priority: Option<i32>,
+    /// Daemon socket (default: $OBJTIER_SOCKET, /run/objtier/objtier.sock as root, else per user).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Path of libobjtier.so (default: beside this executable, then ../lib, then $OBJTIER_LIB).
+    #[arg(long)]
+    lib: Option<PathBuf>,
+    /// Where a daemon started by this command logs (default: beside the socket, daemon.log).
+    #[arg(long)]
+    daemon_log: Option<PathBuf>,
+    /// Do not start a daemon; attach only if one is already running.
+    #[arg(long)]
+    no_daemon: bool,
+    /// The program and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    command: Vec<String>,
+}
+
+#[derive(Args)]
+struct DaemonArgs {
+    /// Socket to listen on.
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Profiling interval (e.g. 2s, 500ms).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    interval: Duration,
+    /// EMA smoothing factor for sampled accesses, in (0, 1].
+    #[arg(long, default_value_t = objtier_policy::DEFAULT_ALPHA, value_parser = parse_unit_fraction)]
+    alpha: f64,
+    /// Share of each tier's capacity to fill, in (0, 1].
+    #[arg(long, default_value_t = objtier_policy::DEFAULT_FILL, value_parser = parse_unit_fraction)]
+    fill: f64,
+    /// Objects larger than this are tracked as several records.
+    #[arg(long, default_value = "64M", value_parser = parse_size)]
+    split: u64,
+    /// How objects are ranked for the fast tier: apb (accesses per byte), lru or fifo.
+    #[arg(long, default_value = "apb")]
+    prioritization: Prioritization,
+    /// Access source: auto (best available), damon, or none.
+    #[arg(long, default_value = "auto")]
+    source: SourceChoice,
+    /// Explicit tiers, fastest first: node lists separated by ';' (e.g. "0;1" or "1;0;2").
+    #[arg(long, value_parser = parse_tiers)]
+    tiers: Option<Vec<Vec<u32>>>,
+    /// Cap on the bytes objtier places in the fastest tier, across all processes.
+    #[arg(long, value_parser = parse_size)]
+    fast_capacity: Option<u64>,
+    /// DAMON sampling interval.
+    #[arg(long, default_value = "5ms", value_parser = parse_duration)]
+    damon_sample: Duration,
+    /// DAMON aggregation interval.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    damon_aggregate: Duration,
+    /// Plan and report, but move no page.
+    #[arg(long)]
+    dry_run: bool,
+    /// Exit when no process has been attached for a few seconds (used by `objtier run`).
+    #[arg(long)]
+    exit_when_idle: bool,
+}
+
+#[derive(Args)]
+struct StatusArgs {
+    /// Print the daemon's JSON reply as is.
+    #[arg(long)]
+    json: bool,
+    /// Daemon socket.
+    #[arg(long)]
+    socket: Option<PathBuf>,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(digits);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size: use bytes or K/M/G/T (e.g. 512M)"))?;
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "K" | "k" | "KiB" => 10,
+        "M" | "m" | "MiB" => 20,
+        "G" | "g" | "GiB" => 30,
+        "T" | "t" | "TiB" => 40,
+        other => return Err(format!("unknown size unit {other:?}: use K, M, G or T")),
+    };
+    number
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        return Err(format!(
+            "{text:?} is not a duration: use e.g. 2s, 500ms or 5000us"
+        ));
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration: use e.g. 2s, 500ms"))?;
+    if !(value > 0.0 && value.is_finite()) {
+        return Err(format!("{text:?}: a duration must be positive"));
+    }
+    Ok(Duration::from_secs_f64(value * scale))
+}
+
+fn parse_unit_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!("{text:?} must be a number in (0, 1]")),
+    }
+}
+
+fn parse_tiers(text: &str) -> Result<Vec<Vec<u32>>, String> {
+    text.split(';')
+        .map(|tier| {
+            objtier_sys::topology::parse_list(tier)
+                .filter(|l| !l.is_empty())
+                .ok_or_else(|| {
+                    format!("bad tier {tier:?} in {text:?}: use e.g. \"0;1\" or \"0-1;2\"")
+                })
+        })
+        .collect()
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Cmd::Run(args) => run(args),
+        Cmd::Daemon(args) => daemon(args),
+        Cmd::Status(args) => status(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("objtier: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("OBJTIER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn daemon(args: DaemonArgs) -> anyhow::Result<ExitCode> {
+    init_logging();
+    let mut config = DaemonConfig::new(args.socket.unwrap_or_else(default_socket_path));
+    config.interval = args.interval;
+    config.alpha = args.alpha;
+    config.fill = args.fill;
+    config.split_bytes = args.split.max(objtier_wire::PAGE_SIZE as u64);
+    config.prioritization = args.prioritization;
+    config.source = args.source;
+    config.tiers = args.tiers;
+    config.fast_capacity_bytes = args.fast_capacity;
+    config.dry_run = args.dry_run;
+    config.exit_when_idle = args.exit_when_idle;
+    config.damon.sample_us = args.damon_sample.as_micros() as u64;
+    config.damon.aggr_us = args.damon_aggregate.as_micros() as u64;
+    if config.damon.aggr_us < config.damon.sample_us {
+        bail!("--damon-aggregate must be at least --damon-sample");
+    }
+    objtier_daemon::run(config)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Finds libobjtier.so: --lib, $OBJTIER_LIB, beside the executable, ../lib, then system dirs.
+fn find_library(explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let mut candidates = Vec::new();
+    candidates.extend(explicit);
+    candidates.extend(std::env::var_os("OBJTIER_LIB").map(PathBuf::from));
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            candidates.push(dir.join("libobjtier.so"));
+            candidates.push(dir.join("../lib/libobjtier.so"));
+        }
+    }
+    candidates.push("/usr/local/lib/libobjtier.so".into());
+    candidates.push("/usr/lib/libobjtier.so".into());
+    for candidate in &candidates {
+        if candidate.is_file() {
+            return candidate
+                .canonicalize()
+                .with_context(|| format!("cannot resolve {}", candidate.display()));
+        }
+    }
+    bail!(
+        "cannot find libobjtier.so (looked in {}); build it with `cargo build --release` or \
+         pass --lib PATH",
+        candidates
+            .iter()
+            .map(|c| c.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+fn daemon_is_listening(socket: &Path) -> bool {
+    UnixStream::connect(socket).is_ok()
+}
+
+/// Starts `objtier daemon --exit-when-idle` in the background and waits until it listens.
+fn start_daemon(socket: &Path, log: &Path) -> anyhow::Result<()> {
+    if let Some(dir) = log.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("cannot open the daemon log {}", log.display()))?;
+    let exe = std::env::current_exe().context("cannot find the objtier executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("daemon")
+        .arg("--socket")
+        .arg(socket)
+        .arg("--exit-when-idle")
+        .env_remove("LD_PRELOAD")
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file);
+    // SAFETY: setsid in the child before exec: detach from the terminal's process group so a
+    // Ctrl-C aimed at the program does not take the daemon down mid-migration.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().context("cannot start the objtier daemon")?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if daemon_is_listening(socket) {
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            if daemon_is_listening(socket) {
+                return Ok(()); // lost a race with another `objtier run`; theirs serves us
+            }
+            let tail = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = tail.lines().rev().take(5).collect();
+            bail!(
+                "the daemon exited ({status}) before listening; its log ({}) ends with:\n{}",
+                log.display(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bail!(
+        "the daemon did not start listening on {} within 10 s",
+        socket.display()
+    )
+}
+
+fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let socket = args.socket.unwrap_or_else(default_socket_path);
+    let lib = find_library(args.lib)?;
+    if !args.no_daemon && !daemon_is_listening(&socket) {
+        let log = args.daemon_log.unwrap_or_else(|| {
+            socket
+                .parent()
+                .unwrap_or(Path::new("/tmp"))
+                .join("daemon.log")
+        });
+        // The program runs either way: without a daemon it simply is not tiered.
+        match start_daemon(&socket, &log) {
+            Ok(()) => eprintln!(
+                "objtier: started a daemon on {} (log: {})",
+                socket.display(),
+                log.display()
+            ),
+            Err(e) => eprintln!("objtier: warning: running without tiering: {e:#}"),
+        }
+    }
+    let mut preload = lib.into_os_string();
+    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
+        preload.push(" ");
+        preload.push(existing);
+    }
+    let mut cmd = Command::new(&args.command[0]);
+    cmd.args(&args.command[1..])
+        .env("LD_PRELOAD", preload)
+        .env(objtier_wire::SOCKET_ENV, &socket);
+    if let Some(cap) = args.fast_capacity {
+        cmd.env("OBJTIER_FAST_CAPACITY", cap.to_string());
+    }
+    if let Some(priority) = args.priority {
+        cmd.env("OBJTIER_PRIORITY", priority.to_string());
+    }
+    let err = cmd.exec();
+    eprintln!("objtier: cannot run {:?}: {err}", args.command[0]);
+    Ok(ExitCode::from(
+        if err.kind() == std::io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        },
+    ))
+}
+
+fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let socket = args.socket.unwrap_or_else(default_socket_path);
+    let stream = UnixStream::connect(&socket).map_err(|e| {
+        anyhow::anyhow!(
+            "no objtier daemon is listening on {} ({e}); start one with `objtier daemon` or \
+             `objtier run -- PROGRAM`, or point --socket/OBJTIER_SOCKET at it",
+            socket.display()
+        )
+    })?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut out = &stream;
+    out.write_all(&objtier_wire::CONTROL_MAGIC.to_le_bytes())?;
+    out.write_all(b"{\"cmd\":\"status\"}\n")?;
+    let mut line = String::new();
+    BufReader::new(&stream)
+        .read_line(&mut line)
+        .context("the daemon did not answer")?;
+    let reply: serde_json::Value =
+        serde_json::from_str(&line).context("the daemon's answer is not JSON")?;
+    if let Some(err) = reply.get("error") {
+        bail!("the daemon said: {err}");
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&reply)?);
+    } else {
+        print_status(&reply);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn mib(v: &serde_json::Value) -> String {
+    v.as_u64().map_or("-".into(), |b| {
+        format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
+    })
+}
+
+fn print_status(reply: &serde_json::Value) {
+    let d = &reply["daemon"];
+    println!(
+        "daemon pid {} up {:.0}s, source {}, interval {} ms, {} prioritization",
+        d["pid"],
+        d["uptime_seconds"].as_f64().unwrap_or(0.0),
+        d["source_detail"],
+        d["interval_ms"],
+        d["prioritization"].as_str().unwrap_or("?")
+    );
+    let t = &d["totals"];
+    println!(
+        "migrated: {} pages promoted, {} demoted, {} failed",
+        t["promoted_pages"], t["demoted_pages"], t["failed_pages"]
+    );
+    println!("tiers (fastest first):");
+    for tier in reply["tiers"].as_array().into_iter().flatten() {
+        println!(
+            "  tier {} nodes {}: capacity {}, free {}, objtier budget {}",
+            tier["tier"],
+            tier["nodes"],
+            mib(&tier["capacity_bytes"]),
+            mib(&tier["free_bytes"]),
+            mib(&tier["budget_bytes"])
+        );
+    }
+    let processes = reply["processes"].as_array().cloned().unwrap_or_default();
+    println!("{} attached process(es):", processes.len());
+    for p in processes {
+        let per_tier: Vec<String> = p["bytes_per_tier"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(mib)
+            .collect();
+        println!(
+            "  pid {}: {} objects, {} tracked, per tier [{}]",
+            p["pid"],
+            p["objects"],
+            mib(&p["tracked_bytes"]),
+            per_tier.join(", ")
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_durations_tiers() {
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("3Q").is_err());
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert!(parse_duration("2").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert_eq!(parse_tiers("0;1-2"), Ok(vec![vec![0], vec![1, 2]]));
+        assert!(parse_tiers("0;;1").is_err());
+        assert!(parse_unit_fraction("1.5").is_err());
+    }
+}

@@ -1,1 +1,392 @@
-//! placeholder
+//! The objtier daemon: watches every attached process, samples accesses, and moves pages.
+//!
+//! One thread runs a `poll(2)` loop over the listening socket, handshaking clients, and attached
+//! processes' sockets (a hang-up means the process exited or exec'd). Every wake-up it drains
+//! the processes' event rings; every interval (2 s by default) it runs the tiering step
+//! ([`tiering`]): aggregate sampled accesses into per-record EMAs, rank, plan with
+//! `objtier-policy`, and migrate with `move_pages`, demotions first. Keeping it to one thread
+//! makes every state change sequential; the rings absorb allocation bursts while a migration
+//! runs.
+//!
+//! Layout: [`config`] (what the user can set), [`process`] (per-process state fed by the ring),
+//! [`source`] (where access observations come from), [`tiering`] (the interval), [`status`]
+//! (what `objtier status` prints), and this file (sockets and the loop).
+
+pub mod config;
+pub mod process;
+pub mod source;
+pub mod status;
+pub mod tiering;
+
+use anyhow::{bail, Context};
+use config::DaemonConfig;
+use objtier_sys::pages::{LinuxPageMover, PageMover, RecordingPageMover};
+use objtier_sys::socket::{peer_cred, recv_with_fd};
+use objtier_sys::topology::Topology;
+use objtier_wire::{Hello, CONTROL_MAGIC, HELLO_BYTES, RING_MAGIC};
+use process::{Process, ProcessStats, RingMapping};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+static SHUTDOWN: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SHUTDOWN.store(true, Ordering::Relaxed);
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock the library stamps events with.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into our timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A connection that has not said who it is yet.
+struct Handshake {
+    stream: UnixStream,
+    deadline: Instant,
+}
+
+/// Everything the daemon knows.
+pub struct Daemon {
+    pub config: DaemonConfig,
+    pub topology: Topology,
+    pub processes: BTreeMap<u64, Process>,
+    pub source: source::AccessSource,
+    pub mover: Box<dyn PageMover>,
+    pub started: Instant,
+    pub totals: tiering::Totals,
+    pub last_interval: Option<tiering::IntervalReport>,
+    next_process_id: u64,
+    euid: u32,
+}
+
+/// Binds the daemon's socket, refusing to steal one a live daemon is using.
+fn bind(path: &Path) -> anyhow::Result<UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the socket directory {}", dir.display()))?;
+    }
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            bail!(
+                "another objtier daemon is already listening on {}; stop it first, or give this \
+                 one another --socket",
+                path.display()
+            );
+        }
+        std::fs::remove_file(path)
+            .with_context(|| format!("cannot remove the stale socket {}", path.display()))?;
+    }
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("cannot listen on {}", path.display()))?;
+    // A root daemon serves every user: anyone may connect; SO_PEERCRED says who they are, and
+    // move_pages is only ever applied to the connecting process itself.
+    // SAFETY: geteuid has no failure mode.
+    if unsafe { libc::geteuid() } == 0 {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666));
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
+        }
+    }
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// Runs the daemon until SIGINT/SIGTERM (or, with `exit_when_idle`, until no process is left).
+pub fn run(config: DaemonConfig) -> anyhow::Result<()> {
+    let mut topology =
+        Topology::discover(&config.sys_root).context("cannot read the NUMA topology")?;
+    if let Some(tiers) = &config.tiers {
+        topology = topology
+            .with_explicit_tiers(tiers)
+            .map_err(|e| anyhow::anyhow!("--tiers: {e}"))?;
+    }
+    let source = source::AccessSource::open(&config)?;
+    let mover: Box<dyn PageMover> = if config.dry_run {
+        Box::<RecordingPageMover>::default()
+    } else {
+        Box::new(LinuxPageMover)
+    };
+    let listener = bind(&config.socket_path)?;
+    // SAFETY: installing a handler that only stores to an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+        libc::signal(
+            libc::SIGTERM,
+            on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    tracing::info!(
+        socket = %config.socket_path.display(),
+        tiers = ?topology.tiers.iter().map(|t| t.nodes.clone()).collect::<Vec<_>>(),
+        tier_source = ?topology.tier_source,
+        source = %source.describe(),
+        interval_ms = config.interval.as_millis() as u64,
+        "objtier daemon ready"
+    );
+    let mut daemon = Daemon {
+        config,
+        topology,
+        processes: BTreeMap::new(),
+        source,
+        mover,
+        started: Instant::now(),
+        totals: tiering::Totals::default(),
+        last_interval: None,
+        next_process_id: 1,
+        // SAFETY: geteuid has no failure mode.
+        euid: unsafe { libc::geteuid() },
+    };
+    let result = daemon.serve(&listener);
+    daemon.source.release();
+    let _ = std::fs::remove_file(&daemon.config.socket_path);
+    tracing::info!("objtier daemon stopped");
+    result
+}
+
+impl Daemon {
+    fn serve(&mut self, listener: &UnixListener) -> anyhow::Result<()> {
+        let mut handshakes: Vec<Handshake> = Vec::new();
+        let mut next_interval = Instant::now() + self.config.interval;
+        let mut idle_since = Some(Instant::now());
+        let mut ever_attached = false;
+        while !SHUTDOWN.load(Ordering::Relaxed) {
+            let mut fds = vec![libc::pollfd {
+                fd: listener.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            }];
+            fds.extend(handshakes.iter().map(|h| libc::pollfd {
+                fd: h.stream.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            }));
+            let ids: Vec<u64> = self.processes.keys().copied().collect();
+            fds.extend(self.processes.values().map(|p| libc::pollfd {
+                fd: p.socket.as_raw_fd(),
+                events: libc::POLLIN | libc::POLLRDHUP,
+                revents: 0,
+            }));
+            let timeout = next_interval
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(10));
+            // SAFETY: polling fds we own for the duration of the call.
+            unsafe {
+                libc::poll(
+                    fds.as_mut_ptr(),
+                    fds.len() as libc::nfds_t,
+                    timeout.as_millis() as i32,
+                )
+            };
+
+            // Attached processes that hung up: drain what they left, then forget them.
+            let offset = 1 + handshakes.len();
+            for (i, id) in ids.iter().enumerate() {
+                let revents = fds[offset + i].revents;
+                if revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR | libc::POLLNVAL) != 0
+                    || (revents & libc::POLLIN != 0 && peer_closed(&self.processes[id].socket))
+                {
+                    if let Some(mut p) = self.processes.remove(id) {
+                        p.drain();
+                        tracing::info!(pid = p.pid, objects = p.objects.len(), "process detached");
+                    }
+                }
+            }
+            // Handshakes that spoke, or timed out.
+            let mut still_waiting = Vec::new();
+            for (i, h) in handshakes.drain(..).enumerate() {
+                if fds[1 + i].revents != 0 {
+                    self.handshake(h.stream);
+                } else if Instant::now() < h.deadline {
+                    still_waiting.push(h);
+                }
+            }
+            handshakes = still_waiting;
+            // New connections.
+            loop {
+                match listener.accept() {
+                    Ok((stream, _)) => handshakes.push(Handshake {
+                        stream,
+                        deadline: Instant::now() + Duration::from_secs(5),
+                    }),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        break;
+                    }
+                }
+            }
+            for p in self.processes.values_mut() {
+                p.drain();
+            }
+            if Instant::now() >= next_interval {
+                self.interval();
+                next_interval += self.config.interval;
+                if next_interval < Instant::now() {
+                    // The step overran (e.g. a long migration): skip missed ticks.
+                    next_interval = Instant::now() + self.config.interval;
+                }
+            }
+            if self.processes.is_empty() {
+                let since = *idle_since.get_or_insert_with(Instant::now);
+                let linger = if ever_attached {
+                    self.config.idle_linger
+                } else {
+                    self.config.idle_first_wait
+                };
+                if self.config.exit_when_idle && since.elapsed() >= linger {
+                    tracing::info!("no attached processes left; exiting (--exit-when-idle)");
+                    break;
+                }
+            } else {
+                idle_since = None;
+                ever_attached = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn handshake(&mut self, stream: UnixStream) {
+        let mut magic = [0u8; 8];
+        // SAFETY: peeks into a stack buffer of the given size.
+        let n = unsafe {
+            libc::recv(
+                stream.as_raw_fd(),
+                magic.as_mut_ptr() as *mut libc::c_void,
+                magic.len(),
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 8 {
+            return; // closed, or too short to say anything: drop it
+        }
+        match u64::from_le_bytes(magic) {
+            RING_MAGIC => {
+                if let Err(e) = self.attach(stream) {
+                    tracing::warn!("refused a process: {e:#}");
+                }
+            }
+            CONTROL_MAGIC => {
+                if let Err(e) = self.control(stream) {
+                    tracing::warn!("control request failed: {e:#}");
+                }
+            }
+            _ => tracing::warn!(
+                "refused a connection that is neither a process nor a control client"
+            ),
+        }
+    }
+
+    fn attach(&mut self, stream: UnixStream) -> anyhow::Result<()> {
+        let cred = peer_cred(&stream).context("SO_PEERCRED")?;
+        if self.euid != 0 && cred.uid != self.euid {
+            bail!(
+                "pid {} belongs to uid {}, this daemon runs as uid {}: a daemon only serves its \
+                 own user unless it runs as root",
+                cred.pid,
+                cred.uid,
+                self.euid
+            );
+        }
+        let mut buf = [0u8; HELLO_BYTES];
+        let (n, fd) = recv_with_fd(&stream, &mut buf).context("receiving the hello")?;
+        if n != HELLO_BYTES {
+            bail!("short hello from pid {} ({n} bytes)", cred.pid);
+        }
+        let hello =
+            Hello::from_bytes(&buf).map_err(|e| anyhow::anyhow!("pid {}: {e}", cred.pid))?;
+        let fd = fd.ok_or_else(|| anyhow::anyhow!("pid {} sent no ring", cred.pid))?;
+        let ring = RingMapping::map(&fd, hello.ring_bytes)
+            .with_context(|| format!("pid {}: bad ring", cred.pid))?;
+        ring.header()
+            .consumer_generation
+            .fetch_add(1, Ordering::Relaxed);
+        stream.set_nonblocking(true)?;
+        let id = self.next_process_id;
+        self.next_process_id += 1;
+        let tiers = self.topology.tiers.len();
+        tracing::info!(
+            pid = cred.pid,
+            uid = cred.uid,
+            priority = hello.priority,
+            fast_capacity_bytes = hello.fast_capacity_bytes,
+            "process attached"
+        );
+        self.processes.insert(
+            id,
+            Process {
+                id,
+                pid: cred.pid,
+                uid: cred.uid,
+                priority: hello.priority,
+                fast_capacity_bytes: (hello.fast_capacity_bytes > 0)
+                    .then_some(hello.fast_capacity_bytes),
+                socket: stream,
+                ring,
+                attached_ns: monotonic_ns(),
+                objects: BTreeMap::new(),
+                records: BTreeMap::new(),
+                pending: HashMap::new(),
+                stats: ProcessStats::default(),
+                resident_bytes_by_tier: vec![0; tiers],
+                split_bytes: self.config.split_bytes,
+            },
+        );
+        Ok(())
+    }
+
+    fn control(&mut self, stream: UnixStream) -> anyhow::Result<()> {
+        stream.set_nonblocking(false)?;
+        stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+        stream.set_write_timeout(Some(Duration::from_secs(2)))?;
+        let mut reader = BufReader::new(&stream);
+        let mut magic = [0u8; 8];
+        std::io::Read::read_exact(&mut reader, &mut magic)?;
+        let mut line = String::new();
+        reader.read_line(&mut line)?;
+        let reply = match serde_json::from_str::<serde_json::Value>(&line) {
+            Ok(request) => match request.get("cmd").and_then(|c| c.as_str()) {
+                Some("status") => status::status_json(self),
+                Some(other) => serde_json::json!({
+                    "error": format!("unknown command {other:?}; this daemon knows: status")
+                }),
+                None => serde_json::json!({"error": "request has no \"cmd\""}),
+            },
+            Err(e) => serde_json::json!({"error": format!("malformed request: {e}")}),
+        };
+        let mut out = &stream;
+        serde_json::to_writer(&mut out, &reply)?;
+        out.write_all(b"\n")?;
+        Ok(())
+    }
+}
+
+/// True if a readable socket is readable only because the peer closed it.
+fn peer_closed(stream: &UnixStream) -> bool {
+    let mut buf = [0u8; 256];
+    // SAFETY: reads into a stack buffer; non-blocking.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            buf.as_mut_ptr() as *mut libc::c_void,
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    n == 0
+}

@@ -55,7 +55,9 @@ impl std::str::FromStr for Prioritization {
             "fifo" => Ok(Self::Fifo),
             "lru" => Ok(Self::Lru),
             "apb" => Ok(Self::Apb),
-            _ => Err(format!("unknown prioritization {s:?}: use fifo, lru or apb")),
+            _ => Err(format!(
+                "unknown prioritization {s:?}: use fifo, lru or apb"
+            )),
         }
     }
 }
@@ -73,6 +75,8 @@ pub struct Candidate {
     pub last_access_ns: u64,
     /// EMA of sampled accesses per interval.
     pub ema_accesses: f64,
+    /// Sampled accesses in the latest interval alone.
+    pub recent_accesses: f64,
     /// Resident bytes on each tier now (index 0 = fastest).
     pub resident_bytes_by_tier: Vec<u64>,
 }
@@ -92,8 +96,11 @@ impl Candidate {
         (*bytes > 0).then_some(tier)
     }
 
+    /// Seen accessed in the latest interval. Only such records are moved up: a record whose
+    /// EMA is merely still decaying from an old burst is not worth the bandwidth, and letting it
+    /// climb would make cold records bounce at the budget's edge.
     fn observed(&self) -> bool {
-        self.ema_accesses > 0.0
+        self.recent_accesses > 0.0
     }
 
     fn accesses_per_byte(&self) -> f64 {
@@ -137,8 +144,8 @@ pub struct TierBudget {
 /// Decides a tier for every candidate: walk them in priority order and place each in the
 /// fastest tier whose remaining budget (and the owning process's fast-tier cap) fits it; the
 /// slowest tier takes the rest. Two refinements over the paper's routine keep migrations honest:
-/// a record with no observed accesses is never moved *up* (no reason to spend bandwidth on it),
-/// and budgets are charged by resident bytes (untouched pages cost no memory anywhere).
+/// a record not seen accessed in the latest interval is never moved *up* (no reason to spend
+/// bandwidth on it), and budgets are charged by resident bytes (untouched pages cost no memory).
 ///
 /// `process_fast_caps[p]` caps the bytes process `p` may hold in tier 0 (None = no cap).
 /// Returns the chosen tier per candidate, indexed like `candidates`.
@@ -190,7 +197,12 @@ pub fn assign_tiers(
 
 /// Budget of a tier: `fill` of its capacity, but never more than what objtier already holds
 /// there plus what is free beyond the reserve the fill leaves for new allocations.
-pub fn tier_budget(capacity_bytes: u64, free_bytes: u64, objtier_resident_bytes: u64, fill: f64) -> u64 {
+pub fn tier_budget(
+    capacity_bytes: u64,
+    free_bytes: u64,
+    objtier_resident_bytes: u64,
+    fill: f64,
+) -> u64 {
     let by_fill = (capacity_bytes as f64 * fill) as u64;
     let reserve = capacity_bytes.saturating_sub(by_fill);
     let physically = objtier_resident_bytes + free_bytes.saturating_sub(reserve);
@@ -211,6 +223,7 @@ mod tests {
             created_ns: id as u64,
             last_access_ns: if ema > 0.0 { 100 } else { 0 },
             ema_accesses: ema,
+            recent_accesses: ema,
             resident_bytes_by_tier: tiers.to_vec(),
         }
     }
@@ -241,8 +254,12 @@ mod tests {
         let order = prioritize(&c, Prioritization::Apb);
         assert_eq!(&order[..2], &[4, 3]);
         let budgets = [
-            TierBudget { budget_bytes: 2 * 96 * MIB },
-            TierBudget { budget_bytes: u64::MAX },
+            TierBudget {
+                budget_bytes: 2 * 96 * MIB,
+            },
+            TierBudget {
+                budget_bytes: u64::MAX,
+            },
         ];
         let a = assign_tiers(&c, &order, &budgets, &[None]);
         assert_eq!(a, vec![1, 1, 1, 0, 0]);
@@ -250,26 +267,50 @@ mod tests {
 
     #[test]
     fn unobserved_records_are_never_promoted_but_may_stay() {
-        let c = vec![
-            cand(0, MIB, 0.0, [0, MIB]),
-            cand(1, MIB, 0.0, [MIB, 0]),
-        ];
+        let c = vec![cand(0, MIB, 0.0, [0, MIB]), cand(1, MIB, 0.0, [MIB, 0])];
         let order = prioritize(&c, Prioritization::Apb);
         let budgets = [
-            TierBudget { budget_bytes: 10 * MIB },
-            TierBudget { budget_bytes: u64::MAX },
+            TierBudget {
+                budget_bytes: 10 * MIB,
+            },
+            TierBudget {
+                budget_bytes: u64::MAX,
+            },
         ];
         assert_eq!(assign_tiers(&c, &order, &budgets, &[None]), vec![1, 0]);
     }
 
     #[test]
+    fn decaying_records_stay_put_rather_than_climb() {
+        let mut c = vec![cand(0, MIB, 0.5, [0, MIB])];
+        c[0].recent_accesses = 0.0;
+        let order = prioritize(&c, Prioritization::Apb);
+        let budgets = [
+            TierBudget {
+                budget_bytes: 10 * MIB,
+            },
+            TierBudget {
+                budget_bytes: u64::MAX,
+            },
+        ];
+        assert_eq!(assign_tiers(&c, &order, &budgets, &[None]), vec![1]);
+    }
+
+    #[test]
     fn per_process_fast_cap_is_honoured() {
-        let mut c = vec![cand(0, 64 * MIB, 9.0, [0, 64 * MIB]), cand(1, 64 * MIB, 8.0, [0, 64 * MIB])];
+        let mut c = vec![
+            cand(0, 64 * MIB, 9.0, [0, 64 * MIB]),
+            cand(1, 64 * MIB, 8.0, [0, 64 * MIB]),
+        ];
         c[1].process = 1;
         let order = prioritize(&c, Prioritization::Apb);
         let budgets = [
-            TierBudget { budget_bytes: u64::MAX },
-            TierBudget { budget_bytes: u64::MAX },
+            TierBudget {
+                budget_bytes: u64::MAX,
+            },
+            TierBudget {
+                budget_bytes: u64::MAX,
+            },
         ];
         let a = assign_tiers(&c, &order, &budgets, &[Some(32 * MIB), None]);
         assert_eq!(a, vec![1, 0]);
@@ -284,6 +325,7 @@ mod tests {
             created_ns: 0,
             last_access_ns: 1,
             ema_accesses: ema,
+            recent_accesses: ema,
             resident_bytes_by_tier: vec![0, 0, MIB],
         };
         let c = vec![mk(0, 1.0), mk(1, 3.0), mk(2, 2.0)];
@@ -291,7 +333,9 @@ mod tests {
         let budgets = [
             TierBudget { budget_bytes: MIB },
             TierBudget { budget_bytes: MIB },
-            TierBudget { budget_bytes: u64::MAX },
+            TierBudget {
+                budget_bytes: u64::MAX,
+            },
         ];
         assert_eq!(assign_tiers(&c, &order, &budgets, &[None]), vec![2, 0, 1]);
     }

@@ -323,7 +323,8 @@ impl State {
         let after = c.tag(end);
         if after & TAG_ALLOCATED == 0 {
             let after_pages = (after >> TAG_PAGES_SHIFT) as usize;
-            self.free.remove(&(after_pages as u32, chunk as u32, end as u32));
+            self.free
+                .remove(&(after_pages as u32, chunk as u32, end as u32));
             pages += after_pages;
         }
         self.insert_free(chunk, start, pages);

@@ -116,7 +116,12 @@ fn daemon_gone() -> bool {
     let mut buf = [0u8; 64];
     // SAFETY: reads into a stack buffer of the given length.
     let got = unsafe {
-        libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), libc::MSG_DONTWAIT)
+        libc::recv(
+            fd,
+            buf.as_mut_ptr() as *mut libc::c_void,
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
     };
     got == 0
 }
@@ -201,7 +206,10 @@ fn attach() -> Result<(), &'static str> {
                 if old >= 0 {
                     libc::close(old);
                 }
-                RING.store(ring as *const RingHeader as *mut RingHeader, Ordering::Release);
+                RING.store(
+                    ring as *const RingHeader as *mut RingHeader,
+                    Ordering::Release,
+                );
             },
         );
     }
@@ -219,10 +227,20 @@ fn connect_any(opts: &options::Options) -> Result<i32, &'static str> {
     let uid = unsafe { libc::geteuid() };
     if uid != 0 {
         let len = if opts.runtime_dir[0] != 0 {
-            join(&mut path, &[cstr(&opts.runtime_dir), b"/objtier/objtier.sock"])
+            join(
+                &mut path,
+                &[cstr(&opts.runtime_dir), b"/objtier/objtier.sock"],
+            )
         } else {
             let mut digits = [0u8; 10];
-            join(&mut path, &[b"/tmp/objtier-", decimal(uid, &mut digits), b"/objtier.sock"])
+            join(
+                &mut path,
+                &[
+                    b"/tmp/objtier-",
+                    decimal(uid, &mut digits),
+                    b"/objtier.sock",
+                ],
+            )
         };
         if len.is_some() {
             if let Ok(fd) = connect_path(&path) {

@@ -92,9 +92,7 @@ pub enum DamonError {
          another access source"
     )]
     NoVaddr { available: Vec<String> },
-    #[error(
-        "DAMON needs root: cannot write {path} ({source}); run the objtier daemon as root"
-    )]
+    #[error("DAMON needs root: cannot write {path} ({source}); run the objtier daemon as root")]
     PermissionDenied { path: PathBuf, source: io::Error },
     #[error(
         "DAMON is in use by another tool: {count} kdamond(s) exist and kdamond {running} is \
@@ -154,7 +152,54 @@ pub struct Damon<F: SysfsFiles> {
     attrs: DamonAttrs,
     /// Our kdamond's index, once created.
     index: Option<usize>,
-    targets: Vec<u32>,
+    /// `fvaddr` (monitor exactly the ranges we give) where the kernel has it, else `vaddr`.
+    operations: &'static str,
+    /// What the kernel was last told to monitor.
+    targets: Vec<Target>,
+}
+
+/// A process to monitor and, for `fvaddr`, the address ranges to monitor in it (sorted,
+/// non-overlapping).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Target {
+    pub pid: u32,
+    pub ranges: Vec<(u64, u64)>,
+}
+
+/// Reduces sorted ranges to at most `max` by closing the smallest gaps first (DAMON splits the
+/// merged regions again adaptively, so little precision is lost; sysfs writes are not free).
+pub fn coalesce_ranges(ranges: &[(u64, u64)], max: usize) -> Vec<(u64, u64)> {
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for &(start, end) in ranges {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    if merged.len() <= max.max(1) {
+        return merged;
+    }
+    let mut gaps: Vec<(u64, usize)> = merged
+        .windows(2)
+        .enumerate()
+        .map(|(i, w)| (w[1].0 - w[0].1, i))
+        .collect();
+    gaps.sort_unstable();
+    let mut close = vec![false; merged.len()];
+    for &(_, i) in gaps.iter().take(merged.len() - max.max(1)) {
+        close[i] = true;
+    }
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(max);
+    let mut joining = false;
+    for (i, &(start, end)) in merged.iter().enumerate() {
+        if joining {
+            out.last_mut().expect("joined onto a previous range").1 = end;
+        } else {
+            out.push((start, end));
+        }
+        joining = close[i];
+    }
+    out
 }
 
 fn io_err(path: &Path, source: io::Error) -> DamonError {
@@ -179,6 +224,7 @@ impl<F: SysfsFiles> Damon<F> {
             kdamonds: sys_root.join("kernel/mm/damon/admin/kdamonds"),
             attrs,
             index: None,
+            operations: "vaddr",
             targets: Vec::new(),
         }
     }
@@ -224,10 +270,13 @@ impl<F: SysfsFiles> Damon<F> {
         }
         let nr_path = self.kdamonds.join("nr_kdamonds");
         let count = match self.files.read(&nr_path) {
-            Ok(text) => text.trim().parse::<usize>().map_err(|_| DamonError::Parse {
-                path: nr_path.clone(),
-                text,
-            })?,
+            Ok(text) => text
+                .trim()
+                .parse::<usize>()
+                .map_err(|_| DamonError::Parse {
+                    path: nr_path.clone(),
+                    text,
+                })?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(DamonError::NoSysfs(self.kdamonds.clone()))
             }
@@ -253,12 +302,15 @@ impl<F: SysfsFiles> Damon<F> {
         let avail_path = ctx.join("avail_operations");
         if let Ok(avail) = self.files.read(&avail_path) {
             let available: Vec<String> = avail.split_whitespace().map(str::to_owned).collect();
-            if !available.iter().any(|o| o == "vaddr") {
+            if available.iter().any(|o| o == "fvaddr") {
+                self.operations = "fvaddr";
+            } else if !available.iter().any(|o| o == "vaddr") {
                 self.release();
                 return Err(DamonError::NoVaddr { available });
             }
         }
-        self.write(&ctx.join("operations"), "vaddr")?;
+        let operations = self.operations;
+        self.write(&ctx.join("operations"), operations)?;
         let attrs = self.attrs.clone();
         let intervals = ctx.join("monitoring_attrs/intervals");
         self.write(&intervals.join("sample_us"), attrs.sample_us)?;
@@ -286,27 +338,70 @@ impl<F: SysfsFiles> Damon<F> {
         Ok(())
     }
 
-    /// Monitors exactly `pids` (restarting the kdamond when the set changes; stopping it when
-    /// empty).
-    pub fn set_targets(&mut self, pids: &[u32]) -> Result<(), DamonError> {
+    /// The operations set in use: `fvaddr` or `vaddr`.
+    pub fn operations(&self) -> &'static str {
+        self.operations
+    }
+
+    /// Monitors exactly `targets`. A changed process set restarts the kdamond (DAMON cannot
+    /// add or drop targets of a running context on every kernel); changed ranges of the same
+    /// processes are committed online, keeping the access history of unchanged regions. With
+    /// `vaddr` the ranges are ignored (the kernel follows the whole address space).
+    pub fn set_targets(&mut self, targets: &[Target]) -> Result<(), DamonError> {
         self.claim()?;
+        let fixed = self.operations == "fvaddr";
+        // fvaddr cannot monitor a target with no ranges.
+        let targets: Vec<Target> = targets
+            .iter()
+            .filter(|t| !fixed || !t.ranges.is_empty())
+            .map(|t| Target {
+                pid: t.pid,
+                ranges: if fixed { t.ranges.clone() } else { Vec::new() },
+            })
+            .collect();
         let running = self.is_running()?;
-        if pids == self.targets.as_slice() && (running || pids.is_empty()) {
+        let same_pids = targets
+            .iter()
+            .map(|t| t.pid)
+            .eq(self.targets.iter().map(|t| t.pid));
+        if same_pids && targets == self.targets && (running || targets.is_empty()) {
             return Ok(());
         }
-        if running {
+        let max_ranges = targets.iter().map(|t| t.ranges.len()).sum::<usize>();
+        if max_ranges as u64 * 2 > self.attrs.max_regions {
+            let max = self.ctx().join("monitoring_attrs/nr_regions/max");
+            self.write(&max, max_ranges * 2)?;
+        }
+        let restart = !(same_pids && running);
+        if restart && running {
             self.write(&self.dir().join("state"), "off")?;
         }
-        let targets = self.ctx().join("targets");
-        self.write(&targets.join("nr_targets"), pids.len())?;
-        for (i, pid) in pids.iter().enumerate() {
-            self.write(&targets.join(format!("{i}/pid_target")), pid)?;
+        let dir = self.ctx().join("targets");
+        if restart {
+            self.write(&dir.join("nr_targets"), targets.len())?;
         }
-        self.targets = pids.to_vec();
-        if !pids.is_empty() {
-            self.write(&self.dir().join("state"), "on")?;
+        for (i, target) in targets.iter().enumerate() {
+            let target_dir = dir.join(i.to_string());
+            if restart {
+                self.write(&target_dir.join("pid_target"), target.pid)?;
+            }
+            if fixed && (restart || self.targets.get(i) != Some(target)) {
+                let regions = target_dir.join("regions");
+                self.write(&regions.join("nr_regions"), target.ranges.len())?;
+                for (j, (start, end)) in target.ranges.iter().enumerate() {
+                    self.write(&regions.join(format!("{j}/start")), start)?;
+                    self.write(&regions.join(format!("{j}/end")), end)?;
+                }
+            }
         }
-        Ok(())
+        self.targets = targets;
+        if self.targets.is_empty() {
+            return Ok(());
+        }
+        self.write(
+            &self.dir().join("state"),
+            if restart { "on" } else { "commit" },
+        )
     }
 
     pub fn is_running(&mut self) -> Result<bool, DamonError> {
@@ -335,18 +430,30 @@ impl<F: SysfsFiles> Damon<F> {
         let mut out = Vec::with_capacity(indices.len());
         let mut target = 0;
         let mut previous_end = 0;
+        let mut covered = 0u64;
         for i in indices {
             let region = dir.join(i.to_string());
             let start = self.read_number(&region.join("start"))?;
             let end = self.read_number(&region.join("end"))?;
             let nr_accesses = self.read_number(&region.join("nr_accesses"))? as u32;
             let age = self.read_number(&region.join("age"))? as u32;
-            // The kernel lists regions target by target, each target's in ascending address
-            // order: a region starting below its predecessor's end begins the next target.
-            if !out.is_empty() && start < previous_end {
+            // The kernel lists regions target by target, each target's in ascending order.
+            // With fvaddr a target's regions exactly cover its ranges, so a region belongs to
+            // the current target until that coverage is complete; with vaddr, a region
+            // starting below its predecessor begins the next target.
+            let next_target = if self.operations == "fvaddr" {
+                let t = &self.targets[target.min(self.targets.len() - 1)];
+                let total: u64 = t.ranges.iter().map(|(s, e)| e - s).sum();
+                !out.is_empty() && (covered >= total || start < previous_end)
+            } else {
+                !out.is_empty() && start < previous_end
+            };
+            if next_target {
                 target += 1;
+                covered = 0;
             }
             previous_end = end;
+            covered += end.saturating_sub(start);
             if target >= self.targets.len() {
                 break;
             }
@@ -361,8 +468,8 @@ impl<F: SysfsFiles> Damon<F> {
         Ok(out)
     }
 
-    /// The pids currently monitored, in target order.
-    pub fn targets(&self) -> &[u32] {
+    /// The targets currently monitored, in kernel target order.
+    pub fn targets(&self) -> &[Target] {
         &self.targets
     }
 
@@ -372,7 +479,11 @@ impl<F: SysfsFiles> Damon<F> {
             return;
         }
         let dir = self.kdamonds.join("0");
-        if self.files.read(&dir.join("state")).is_ok_and(|s| s.trim() == "on") {
+        if self
+            .files
+            .read(&dir.join("state"))
+            .is_ok_and(|s| s.trim() == "on")
+        {
             let _ = self.files.write(&dir.join("state"), "off");
         }
         let _ = self.files.write(&self.kdamonds.join("nr_kdamonds"), "0");
@@ -405,13 +516,107 @@ mod tests {
 
     const K: &str = "/sys/kernel/mm/damon/admin/kdamonds";
 
+    fn pids(p: &[u32]) -> Vec<Target> {
+        p.iter()
+            .map(|&pid| Target {
+                pid,
+                ranges: vec![],
+            })
+            .collect()
+    }
+
+    fn put_regions(d: &mut Damon<DryRunFiles>, rows: &[(u64, u64, u32)]) {
+        let regions = format!("{K}/0/contexts/0/schemes/0/tried_regions");
+        for (i, (s, e, n)) in rows.iter().enumerate() {
+            for (f, v) in [
+                ("start", *s),
+                ("end", *e),
+                ("nr_accesses", *n as u64),
+                ("age", 1),
+            ] {
+                d.files
+                    .files
+                    .insert(format!("{regions}/{i}/{f}").into(), v.to_string());
+            }
+        }
+    }
+
+    #[test]
+    fn fvaddr_monitors_exactly_the_given_ranges() {
+        let mut files = fake("0");
+        files.files.insert(
+            format!("{K}/0/contexts/0/avail_operations").into(),
+            "vaddr fvaddr paddr\n".into(),
+        );
+        let mut d = Damon::new(files, Path::new("/sys"), DamonAttrs::default());
+        let mut targets = vec![
+            Target {
+                pid: 10,
+                ranges: vec![(0x1000, 0x3000), (0x8000, 0x9000)],
+            },
+            Target {
+                pid: 20,
+                ranges: vec![(0x2000, 0x4000)],
+            },
+        ];
+        d.set_targets(&targets).unwrap();
+        assert_eq!(d.operations(), "fvaddr");
+        let written = |d: &Damon<DryRunFiles>, suffix: &str| {
+            d.files()
+                .writes
+                .iter()
+                .filter(|(p, _)| p.to_string_lossy().ends_with(suffix))
+                .map(|(_, v)| v.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(written(&d, "0/contexts/0/operations"), vec!["fvaddr"]);
+        assert_eq!(written(&d, "targets/0/regions/1/start"), vec!["32768"]);
+        assert_eq!(written(&d, "targets/1/regions/0/end"), vec!["16384"]);
+        assert_eq!(d.files().writes.last().unwrap().1, "on");
+        // New ranges for the same processes: committed online, no restart.
+        targets[1].ranges = vec![(0x2000, 0x5000)];
+        d.set_targets(&targets).unwrap();
+        assert_eq!(d.files().writes.last().unwrap().1, "commit");
+        assert_eq!(written(&d, "0/state"), vec!["on", "commit"]);
+        // Regions are attributed by coverage, even where the processes' addresses interleave.
+        // (The kernel's state file reads "on" again after a commit.)
+        d.files
+            .files
+            .insert(format!("{K}/0/state").into(), "on".into());
+        put_regions(
+            &mut d,
+            &[
+                (0x1000, 0x2000, 1),
+                (0x2000, 0x3000, 2),
+                (0x8000, 0x9000, 3),
+                (0x2000, 0x5000, 4), // target 1 starts above target 0's first regions
+            ],
+        );
+        let snap = d.snapshot().unwrap();
+        assert_eq!(
+            snap.iter().map(|r| r.target).collect::<Vec<_>>(),
+            [0, 0, 0, 1]
+        );
+    }
+
+    #[test]
+    fn coalescing_closes_the_smallest_gaps() {
+        let r = [(0, 10), (10, 20), (25, 30), (100, 110), (111, 120)];
+        assert_eq!(
+            coalesce_ranges(&r, 10),
+            vec![(0, 20), (25, 30), (100, 110), (111, 120)]
+        );
+        assert_eq!(coalesce_ranges(&r, 2), vec![(0, 30), (100, 120)]);
+        assert_eq!(coalesce_ranges(&r, 1), vec![(0, 120)]);
+    }
+
     #[test]
     fn claims_configures_and_targets() {
         let mut d = Damon::new(fake("0\n"), Path::new("/sys"), DamonAttrs::default());
         d.files
             .files
             .insert(format!("{K}/0/state").into(), "off".into());
-        d.set_targets(&[41, 42]).unwrap();
+        d.set_targets(&pids(&[41, 42])).unwrap();
         let writes: Vec<(String, String)> = d
             .files()
             .writes
@@ -440,7 +645,7 @@ mod tests {
         assert!(writes.contains(&("0/contexts/0/schemes/0/action".into(), "stat".into())));
         // Same targets again while running: no writes.
         let before = d.files().writes.len();
-        d.set_targets(&[41, 42]).unwrap();
+        d.set_targets(&pids(&[41, 42])).unwrap();
         assert_eq!(d.files().writes.len(), before);
         // Dropping releases the kdamond.
         drop(d);
@@ -453,8 +658,17 @@ mod tests {
             .files
             .insert(format!("{K}/0/state").into(), "on\n".into());
         let mut d = Damon::new(files, Path::new("/sys"), DamonAttrs::default());
-        assert!(matches!(d.claim(), Err(DamonError::Busy { count: 1, running: 0 })));
-        assert!(d.files().writes.is_empty(), "nothing written to someone else's DAMON");
+        assert!(matches!(
+            d.claim(),
+            Err(DamonError::Busy {
+                count: 1,
+                running: 0
+            })
+        ));
+        assert!(
+            d.files().writes.is_empty(),
+            "nothing written to someone else's DAMON"
+        );
 
         let mut files = fake("1\n");
         files
@@ -463,7 +677,11 @@ mod tests {
         let mut d = Damon::new(files, Path::new("/sys"), DamonAttrs::default());
         assert!(matches!(d.claim(), Err(DamonError::Foreign { .. })));
 
-        let mut d = Damon::new(DryRunFiles::default(), Path::new("/sys"), DamonAttrs::default());
+        let mut d = Damon::new(
+            DryRunFiles::default(),
+            Path::new("/sys"),
+            DamonAttrs::default(),
+        );
         let err = d.claim().unwrap_err();
         assert!(matches!(err, DamonError::NoSysfs(_)));
         assert!(err.to_string().contains("CONFIG_DAMON_SYSFS"));
@@ -488,25 +706,23 @@ mod tests {
     #[test]
     fn snapshot_attributes_regions_to_targets() {
         let mut d = Damon::new(fake("0"), Path::new("/sys"), DamonAttrs::default());
-        d.set_targets(&[10, 20]).unwrap();
-        let regions = format!("{K}/0/contexts/0/schemes/0/tried_regions");
-        let rows = [
-            (0x1000u64, 0x5000u64, 3u32),
-            (0x5000, 0x9000, 0),
-            (0x7fff_0000, 0x7fff_8000, 1),
-            (0x2000, 0x3000, 9), // below the previous end: second target
-            (0x3000, 0x4000, 2),
-        ];
-        for (i, (s, e, n)) in rows.iter().enumerate() {
-            for (f, v) in [("start", s), ("end", e), ("nr_accesses", &(*n as u64)), ("age", &1)] {
-                d.files
-                    .files
-                    .insert(format!("{regions}/{i}/{f}").into(), v.to_string());
-            }
-        }
+        d.set_targets(&pids(&[10, 20])).unwrap();
+        put_regions(
+            &mut d,
+            &[
+                (0x1000u64, 0x5000u64, 3u32),
+                (0x5000, 0x9000, 0),
+                (0x7fff_0000, 0x7fff_8000, 1),
+                (0x2000, 0x3000, 9), // below the previous end: second target
+                (0x3000, 0x4000, 2),
+            ],
+        );
         let snap = d.snapshot().unwrap();
         assert_eq!(snap.len(), 5);
-        assert_eq!(snap.iter().map(|r| r.target).collect::<Vec<_>>(), [0, 0, 0, 1, 1]);
+        assert_eq!(
+            snap.iter().map(|r| r.target).collect::<Vec<_>>(),
+            [0, 0, 0, 1, 1]
+        );
         assert_eq!(snap[3].nr_accesses, 9);
         assert_eq!(
             d.files().writes.last().unwrap().1,

@@ -37,8 +37,12 @@ pub enum MoveError {
 /// Reads and changes the node backing pages of a process.
 pub trait PageMover: Send {
     /// Fills `status` with the node of each page of `pid` (page-aligned addresses).
-    fn query(&mut self, pid: u32, pages: &[u64], status: &mut [PageStatus])
-        -> Result<(), MoveError>;
+    fn query(
+        &mut self,
+        pid: u32,
+        pages: &[u64],
+        status: &mut [PageStatus],
+    ) -> Result<(), MoveError>;
 
     /// Moves each page to `node`; `status` receives the node each page ended on, or `-errno`.
     fn move_to(
@@ -82,12 +86,17 @@ fn move_pages_raw(
         };
         if rc < 0 {
             let err = io::Error::last_os_error();
-            return Err(match err.raw_os_error() {
-                Some(libc::ESRCH) => MoveError::ProcessGone { pid },
-                Some(libc::EPERM) | Some(libc::EACCES) => MoveError::NotPermitted { pid },
-                Some(libc::ENOSYS) => MoveError::Unsupported,
-                _ => MoveError::Other { pid, source: err },
-            });
+            match err.raw_os_error() {
+                Some(libc::ESRCH) => return Err(MoveError::ProcessGone { pid }),
+                Some(libc::EPERM) | Some(libc::EACCES) => {
+                    return Err(MoveError::NotPermitted { pid })
+                }
+                Some(libc::ENOSYS) => return Err(MoveError::Unsupported),
+                // ENOMEM, EBUSY...: this batch failed as a whole; mark it and go on, the next
+                // interval retries what did not move.
+                Some(errno) => stat.fill(-errno),
+                None => return Err(MoveError::Other { pid, source: err }),
+            }
         }
     }
     Ok(())
@@ -118,8 +127,15 @@ impl PageMover for LinuxPageMover {
 /// One call a [`RecordingPageMover`] saw.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RecordedCall {
-    Query { pid: u32, pages: usize },
-    Move { pid: u32, node: u32, pages: Vec<u64> },
+    Query {
+        pid: u32,
+        pages: usize,
+    },
+    Move {
+        pid: u32,
+        node: u32,
+        pages: Vec<u64>,
+    },
 }
 
 /// A fake kernel: pages live on simulated nodes; moves succeed while the target node has room.

@@ -293,11 +293,27 @@ mod tests {
         let root = dir.path();
         write(root, "devices/system/node/online", "0-1\n");
         write(root, "devices/system/node/node0/cpulist", "0-1\n");
-        write(root, "devices/system/node/node0/meminfo", &meminfo(0, 500_000, 100_000));
+        write(
+            root,
+            "devices/system/node/node0/meminfo",
+            &meminfo(0, 500_000, 100_000),
+        );
         write(root, "devices/system/node/node1/cpulist", "\n");
-        write(root, "devices/system/node/node1/meminfo", &meminfo(1, 2_000_000, 1_900_000));
-        write(root, "devices/virtual/memory_tiering/memory_tier67/nodelist", "1\n");
-        write(root, "devices/virtual/memory_tiering/memory_tier4/nodelist", "0\n");
+        write(
+            root,
+            "devices/system/node/node1/meminfo",
+            &meminfo(1, 2_000_000, 1_900_000),
+        );
+        write(
+            root,
+            "devices/virtual/memory_tiering/memory_tier67/nodelist",
+            "1\n",
+        );
+        write(
+            root,
+            "devices/virtual/memory_tiering/memory_tier4/nodelist",
+            "0\n",
+        );
         let topo = Topology::discover(root).unwrap();
         assert_eq!(topo.tier_source, TierSource::KernelMemoryTiering);
         assert_eq!(topo.tiers.len(), 2);
@@ -305,7 +321,10 @@ mod tests {
         assert_eq!(topo.tiers[1].nodes, vec![1]);
         assert_eq!(topo.tier_bytes(0), (500_000 * 1024, 100_000 * 1024));
         assert_eq!(topo.tier_of_node(1), Some(1));
-        let explicit = topo.clone().with_explicit_tiers(&[vec![1], vec![0]]).unwrap();
+        let explicit = topo
+            .clone()
+            .with_explicit_tiers(&[vec![1], vec![0]])
+            .unwrap();
         assert_eq!(explicit.tiers[0].nodes, vec![1]);
         assert!(topo.with_explicit_tiers(&[vec![7]]).is_err());
     }
@@ -316,9 +335,17 @@ mod tests {
         let root = dir.path();
         write(root, "devices/system/node/online", "0-1\n");
         write(root, "devices/system/node/node0/cpulist", "0\n");
-        write(root, "devices/system/node/node0/meminfo", &meminfo(0, 1000, 10));
+        write(
+            root,
+            "devices/system/node/node0/meminfo",
+            &meminfo(0, 1000, 10),
+        );
         write(root, "devices/system/node/node1/cpulist", "");
-        write(root, "devices/system/node/node1/meminfo", &meminfo(1, 4000, 40));
+        write(
+            root,
+            "devices/system/node/node1/meminfo",
+            &meminfo(1, 4000, 40),
+        );
         let topo = Topology::discover(root).unwrap();
         assert_eq!(topo.tier_source, TierSource::CpuPresence);
         assert_eq!(topo.tiers.len(), 2);
@@ -327,7 +354,11 @@ mod tests {
         let single = tempfile::tempdir().unwrap();
         write(single.path(), "devices/system/node/online", "0\n");
         write(single.path(), "devices/system/node/node0/cpulist", "0-1\n");
-        write(single.path(), "devices/system/node/node0/meminfo", &meminfo(0, 1000, 10));
+        write(
+            single.path(),
+            "devices/system/node/node0/meminfo",
+            &meminfo(0, 1000, 10),
+        );
         let topo = Topology::discover(single.path()).unwrap();
         assert_eq!(topo.tiers.len(), 1);
     }

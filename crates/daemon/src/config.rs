@@ -1,0 +1,100 @@
+//! What the daemon can be told. Defaults are the paper's (section 4.5.1).
+
+use objtier_policy::{Prioritization, DEFAULT_ALPHA, DEFAULT_FILL, DEFAULT_SPLIT_BYTES};
+use objtier_sys::damon::DamonAttrs;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where access observations come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceChoice {
+    /// The best available; without one, objects are tracked but never promoted.
+    Auto,
+    /// DAMON virtual-address monitoring; an error if unavailable.
+    Damon,
+    /// No sampling (capacity caps are still enforced).
+    None,
+}
+
+impl std::str::FromStr for SourceChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "damon" => Ok(Self::Damon),
+            "none" => Ok(Self::None),
+            _ => Err(format!(
+                "unknown access source {s:?}: use auto, damon or none"
+            )),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct DaemonConfig {
+    pub socket_path: PathBuf,
+    /// Length of a profiling interval (2 s).
+    pub interval: Duration,
+    /// EMA smoothing factor (0.1).
+    pub alpha: f64,
+    /// Share of each tier's capacity objtier fills (0.9).
+    pub fill: f64,
+    /// Objects larger than this are tracked as several records (64 MiB).
+    pub split_bytes: u64,
+    pub prioritization: Prioritization,
+    pub source: SourceChoice,
+    pub damon: DamonAttrs,
+    /// Explicit tiers (node lists, fastest first) instead of the kernel's ranking.
+    pub tiers: Option<Vec<Vec<u32>>>,
+    /// Cap on the bytes objtier places in the fastest tier, across all processes.
+    pub fast_capacity_bytes: Option<u64>,
+    /// Plan and log, but move nothing.
+    pub dry_run: bool,
+    /// Exit once no process has been attached for `idle_linger` (used by `objtier run`).
+    pub exit_when_idle: bool,
+    pub idle_linger: Duration,
+    /// With `exit_when_idle`: how long to wait for the first process.
+    pub idle_first_wait: Duration,
+    /// Root of sysfs (tests point it at captured trees).
+    pub sys_root: PathBuf,
+}
+
+impl DaemonConfig {
+    pub fn new(socket_path: PathBuf) -> Self {
+        Self {
+            socket_path,
+            interval: Duration::from_secs(2),
+            alpha: DEFAULT_ALPHA,
+            fill: DEFAULT_FILL,
+            split_bytes: DEFAULT_SPLIT_BYTES,
+            prioritization: Prioritization::Apb,
+            source: SourceChoice::Auto,
+            damon: DamonAttrs::default(),
+            tiers: None,
+            fast_capacity_bytes: None,
+            dry_run: false,
+            exit_when_idle: false,
+            idle_linger: Duration::from_secs(3),
+            idle_first_wait: Duration::from_secs(30),
+            sys_root: PathBuf::from("/sys"),
+        }
+    }
+}
+
+/// The socket a daemon listens on by default: `/run/objtier/objtier.sock` for root, else
+/// `$XDG_RUNTIME_DIR/objtier/objtier.sock`, else `/tmp/objtier-UID/objtier.sock`.
+/// `OBJTIER_SOCKET` overrides it (the library resolves the same way).
+pub fn default_socket_path() -> PathBuf {
+    if let Some(path) = std::env::var_os(objtier_wire::SOCKET_ENV).filter(|p| !p.is_empty()) {
+        return PathBuf::from(path);
+    }
+    // SAFETY: geteuid has no failure mode.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 {
+        return PathBuf::from(objtier_wire::SYSTEM_SOCKET_PATH);
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|p| !p.is_empty()) {
+        Some(dir) => PathBuf::from(dir).join("objtier/objtier.sock"),
+        None => PathBuf::from(format!("/tmp/objtier-{uid}/objtier.sock")),
+    }
+}

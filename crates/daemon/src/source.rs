@@ -1,0 +1,83 @@
+//! Where access observations come from. Today: DAMON virtual-address monitoring, or nothing.
+
+use crate::config::{DaemonConfig, SourceChoice};
+use objtier_sys::damon::{Damon, DamonError, RealFiles, RegionSample, Target};
+
+pub enum AccessSource {
+    Damon(Box<Damon<RealFiles>>),
+    /// No sampling, with the reason (shown by `objtier status`).
+    None {
+        reason: String,
+    },
+}
+
+impl AccessSource {
+    /// Opens the configured source. `auto` falls back to none with a logged reason; an explicit
+    /// `damon` that cannot work is an error that says why.
+    pub fn open(config: &DaemonConfig) -> anyhow::Result<AccessSource> {
+        match config.source {
+            SourceChoice::None => Ok(AccessSource::None {
+                reason: "disabled (--source none)".into(),
+            }),
+            SourceChoice::Damon | SourceChoice::Auto => {
+                let mut damon = Damon::new(RealFiles, &config.sys_root, config.damon.clone());
+                match damon.claim() {
+                    Ok(()) => Ok(AccessSource::Damon(Box::new(damon))),
+                    Err(e) if config.source == SourceChoice::Auto => {
+                        tracing::warn!(
+                            "no access source: {e}. Objects are tracked and capacity caps \
+                             enforced, but nothing is promoted"
+                        );
+                        Ok(AccessSource::None {
+                            reason: e.to_string(),
+                        })
+                    }
+                    Err(e) => Err(anyhow::anyhow!("--source damon: {e}")),
+                }
+            }
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            AccessSource::Damon(d) => format!("damon ({})", d.operations()),
+            AccessSource::None { reason } => format!("none: {reason}"),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            AccessSource::Damon(_) => "damon",
+            AccessSource::None { .. } => "none",
+        }
+    }
+
+    /// The regions seen since the targets were last set, each with the pid it belongs to.
+    pub fn observe(&mut self) -> Result<Vec<(u32, RegionSample)>, DamonError> {
+        match self {
+            AccessSource::Damon(damon) => {
+                let regions = damon.snapshot()?;
+                let pids: Vec<u32> = damon.targets().iter().map(|t| t.pid).collect();
+                Ok(regions
+                    .into_iter()
+                    .filter_map(|r| pids.get(r.target).map(|&pid| (pid, r)))
+                    .collect())
+            }
+            AccessSource::None { .. } => Ok(Vec::new()),
+        }
+    }
+
+    /// Monitors these processes (and, where the kernel allows, exactly these ranges) from now on.
+    pub fn follow(&mut self, targets: &[Target]) -> Result<(), DamonError> {
+        match self {
+            AccessSource::Damon(damon) => damon.set_targets(targets),
+            AccessSource::None { .. } => Ok(()),
+        }
+    }
+
+    pub fn release(&mut self) {
+        if let AccessSource::Damon(damon) = self {
+            damon.release();
+        }
+    }
+}

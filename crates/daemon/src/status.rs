@@ -1,0 +1,66 @@
+//! What `objtier status --json` prints: the daemon, its tiers, and each attached process.
+
+use crate::Daemon;
+use serde_json::{json, Value};
+
+pub fn status_json(d: &Daemon) -> Value {
+    let tiers: Vec<Value> = d
+        .topology
+        .tiers
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let (capacity, free) = d.topology.tier_bytes(i);
+            json!({
+                "tier": i,
+                "kernel_tier": t.kernel_id,
+                "nodes": t.nodes,
+                "capacity_bytes": capacity,
+                "free_bytes": free,
+                "budget_bytes": d.last_interval.as_ref().and_then(|r| r.budget_bytes_by_tier.get(i)),
+            })
+        })
+        .collect();
+    let processes: Vec<Value> = d
+        .processes
+        .values()
+        .map(|p| {
+            let header = p.ring.header();
+            json!({
+                "pid": p.pid,
+                "uid": p.uid,
+                "priority": p.priority,
+                "fast_capacity_bytes": p.fast_capacity_bytes,
+                "objects": p.objects.len(),
+                "records": p.records.len(),
+                "pending_objects": p.pending.len(),
+                "tracked_bytes": p.tracked_bytes(),
+                "bytes_per_tier": p.resident_bytes_by_tier,
+                "events": p.stats.events,
+                "events_dropped": header.dropped.load(std::sync::atomic::Ordering::Relaxed),
+                "stats": p.stats,
+                "attached_seconds": (crate::monotonic_ns().saturating_sub(p.attached_ns)) as f64 / 1e9,
+            })
+        })
+        .collect();
+    json!({
+        "daemon": {
+            "pid": std::process::id(),
+            "uptime_seconds": d.started.elapsed().as_secs_f64(),
+            "socket": d.config.socket_path,
+            "interval_ms": d.config.interval.as_millis() as u64,
+            "alpha": d.config.alpha,
+            "fill": d.config.fill,
+            "split_bytes": d.config.split_bytes,
+            "prioritization": format!("{:?}", d.config.prioritization).to_lowercase(),
+            "source": d.source.name(),
+            "source_detail": d.source.describe(),
+            "dry_run": d.config.dry_run,
+            "tier_source": format!("{:?}", d.topology.tier_source),
+            "totals": d.totals,
+            "last_interval": d.last_interval,
+        },
+        "tiers": tiers,
+        "processes": processes,
+    })
+}

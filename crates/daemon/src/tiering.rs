@@ -1,0 +1,390 @@
+//! One profiling interval: sample, aggregate, find pages, plan, migrate.
+//!
+//! 1. Buffered allocations that survived the interval become records.
+//! 2. The access source's regions are attributed to the records they overlap; each record's
+//!    EMA of sampled accesses is updated (equation 1, alpha 0.1).
+//! 3. `move_pages` with no target reports where every page of every record is, so budgets are
+//!    charged with what is really resident and moves name only pages that must move.
+//! 4. `objtier-policy` orders the records and assigns each a tier, filling tiers fastest first
+//!    up to their budget.
+//! 5. Pages are moved: all demotions first (they free the room promotions need), coldest
+//!    first; then promotions, hottest first.
+
+use crate::{monotonic_ns, Daemon};
+use objtier_policy::{assign_tiers, ema, prioritize, tier_budget, Candidate, TierBudget};
+use objtier_sys::damon::{coalesce_ranges, Target};
+use objtier_sys::pages::{MoveError, PageStatus};
+use objtier_wire::PAGE_SIZE;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+/// Counters since the daemon started.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Totals {
+    pub intervals: u64,
+    pub promoted_pages: u64,
+    pub demoted_pages: u64,
+    pub failed_pages: u64,
+    /// Failed page moves by errno name (ENOMEM: target full, EBUSY: page pinned, ...).
+    pub failures_by_errno: BTreeMap<String, u64>,
+    /// Processes that exited while their pages were being moved.
+    pub processes_gone_mid_migration: u64,
+    pub sampled_weight: f64,
+    pub attributed_weight: f64,
+}
+
+/// What the last interval did (for `objtier status`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct IntervalReport {
+    pub seconds_since_start: f64,
+    pub duration_ms: u64,
+    pub sampled_regions: usize,
+    /// Share of sampled accesses that fell inside a tracked record.
+    pub attributed_share: Option<f64>,
+    pub budget_bytes_by_tier: Vec<u64>,
+    pub promoted_pages: u64,
+    pub demoted_pages: u64,
+    pub failed_pages: u64,
+    pub source_error: Option<String>,
+}
+
+/// Most ranges handed to DAMON per process; beyond, the closest records share a region.
+const MAX_RANGES_PER_PROCESS: usize = 2000;
+
+/// Pages of one record, located in the per-process page list.
+struct RecordPages {
+    process: usize,
+    first_page: usize,
+    pages: usize,
+}
+
+fn errno_name(errno: i32) -> String {
+    match errno {
+        libc::ENOMEM => "ENOMEM".into(),
+        libc::EBUSY => "EBUSY".into(),
+        libc::EFAULT => "EFAULT".into(),
+        libc::ENOENT => "ENOENT".into(),
+        libc::EACCES => "EACCES".into(),
+        libc::EINVAL => "EINVAL".into(),
+        libc::EIO => "EIO".into(),
+        other => format!("errno {other}"),
+    }
+}
+
+impl Daemon {
+    pub fn interval(&mut self) {
+        let started = Instant::now();
+        let now_ns = monotonic_ns();
+        let mut report = IntervalReport {
+            seconds_since_start: self.started.elapsed().as_secs_f64(),
+            ..IntervalReport::default()
+        };
+        // 1-2. Sample and aggregate.
+        // The newest connection of each pid owns it (an exec re-attaches under the same pid).
+        let latest_by_pid: HashMap<u32, u64> =
+            self.processes.values().map(|p| (p.pid, p.id)).collect();
+        match self.source.observe() {
+            Ok(regions) => {
+                report.sampled_regions = regions.len();
+                let (mut sampled, mut attributed) = (0.0, 0.0);
+                for (pid, region) in regions {
+                    let weight = region.nr_accesses as f64
+                        * ((region.end - region.start) / PAGE_SIZE as u64) as f64;
+                    sampled += weight;
+                    let Some(id) = latest_by_pid.get(&pid) else {
+                        continue;
+                    };
+                    if let Some(p) = self.processes.get_mut(id) {
+                        attributed += p.attribute(region.start, region.end, weight);
+                    }
+                }
+                self.totals.sampled_weight += sampled;
+                self.totals.attributed_weight += attributed;
+                report.attributed_share = (sampled > 0.0).then(|| attributed / sampled);
+            }
+            Err(e) => {
+                tracing::warn!("access sampling failed this interval: {e}");
+                report.source_error = Some(e.to_string());
+            }
+        }
+        let alpha = self.config.alpha;
+        for p in self.processes.values_mut() {
+            for record in p.records.values_mut() {
+                record.ema_accesses = ema(record.ema_accesses, record.interval_accesses, alpha);
+                if record.interval_accesses > 0.0 {
+                    record.last_access_ns = now_ns;
+                }
+                record.recent_accesses = record.interval_accesses;
+                record.interval_accesses = 0.0;
+            }
+        }
+
+        // Allocations that survived the interval become records, and the access source
+        // follows the new set right away, so the next snapshot already covers them.
+        for p in self.processes.values_mut() {
+            p.commit_pending();
+        }
+        let mut targets: Vec<Target> = latest_by_pid
+            .iter()
+            .map(|(&pid, id)| {
+                let ranges: Vec<(u64, u64)> = self.processes[id]
+                    .records
+                    .iter()
+                    .map(|(start, r)| (*start, start + r.len))
+                    .collect();
+                Target {
+                    pid,
+                    ranges: coalesce_ranges(&ranges, MAX_RANGES_PER_PROCESS),
+                }
+            })
+            .collect();
+        targets.sort_by_key(|t| t.pid);
+        if let Err(e) = self.source.follow(&targets) {
+            tracing::warn!("cannot update the access source's targets: {e}");
+            report.source_error = Some(e.to_string());
+        }
+
+        // 3. Where the pages are.
+        self.topology.refresh_free(&self.config.sys_root);
+        let tiers = self.topology.tiers.len();
+        let process_ids: Vec<u64> = self.processes.keys().copied().collect();
+        let mut page_lists: Vec<Vec<u64>> = Vec::with_capacity(process_ids.len());
+        let mut statuses: Vec<Vec<PageStatus>> = Vec::with_capacity(process_ids.len());
+        let mut candidates = Vec::new();
+        let mut spans = Vec::new();
+        let mut caps = Vec::with_capacity(process_ids.len());
+        for (pi, id) in process_ids.iter().enumerate() {
+            let p = &self.processes[id];
+            caps.push(p.fast_capacity_bytes);
+            let pages: Vec<u64> = p
+                .records
+                .iter()
+                .flat_map(|(start, r)| (*start..start + r.len).step_by(PAGE_SIZE))
+                .collect();
+            let mut status = vec![-libc::ENOENT; pages.len()];
+            match self.mover.query(p.pid, &pages, &mut status) {
+                Ok(()) => {}
+                Err(MoveError::ProcessGone { .. }) => status.fill(-libc::ESRCH),
+                Err(e) => {
+                    tracing::warn!(pid = p.pid, "cannot locate pages: {e}");
+                    status.fill(-libc::EIO);
+                }
+            }
+            let mut first_page = 0;
+            let mut process_resident = vec![0u64; tiers];
+            for (start, record) in &p.records {
+                let n = (record.len / PAGE_SIZE as u64) as usize;
+                let mut resident = vec![0u64; tiers];
+                for &s in &status[first_page..first_page + n] {
+                    if s >= 0 {
+                        if let Some(t) = self.topology.tier_of_node(s as u32) {
+                            resident[t] += PAGE_SIZE as u64;
+                        }
+                    }
+                }
+                for (sum, r) in process_resident.iter_mut().zip(&resident) {
+                    *sum += r;
+                }
+                candidates.push(Candidate {
+                    id: candidates.len(),
+                    process: pi,
+                    len_bytes: record.len,
+                    created_ns: record.created_ns,
+                    last_access_ns: record.last_access_ns,
+                    ema_accesses: record.ema_accesses,
+                    recent_accesses: record.recent_accesses,
+                    resident_bytes_by_tier: resident,
+                });
+                spans.push(RecordPages {
+                    process: pi,
+                    first_page,
+                    pages: n,
+                });
+                let _ = start;
+                first_page += n;
+            }
+            page_lists.push(pages);
+            statuses.push(status);
+            if let Some(p) = self.processes.get_mut(id) {
+                p.resident_bytes_by_tier = process_resident;
+            }
+        }
+
+        // 4. Plan.
+        let mut budgets = Vec::with_capacity(tiers);
+        for tier in 0..tiers {
+            if tier + 1 == tiers {
+                budgets.push(TierBudget {
+                    budget_bytes: u64::MAX,
+                });
+                continue;
+            }
+            let (mut capacity, free) = self.topology.tier_bytes(tier);
+            if tier == 0 {
+                if let Some(cap) = self.config.fast_capacity_bytes {
+                    capacity = capacity.min(cap);
+                }
+            }
+            let ours: u64 = candidates
+                .iter()
+                .map(|c| c.resident_bytes_by_tier[tier])
+                .sum();
+            budgets.push(TierBudget {
+                budget_bytes: tier_budget(capacity, free, ours, self.config.fill),
+            });
+        }
+        report.budget_bytes_by_tier = budgets.iter().map(|b| b.budget_bytes).collect();
+        let order = prioritize(&candidates, self.config.prioritization);
+        let assignment = assign_tiers(&candidates, &order, &budgets, &caps);
+
+        // 5. Migrate: demotions (coldest first), then promotions (hottest first).
+        let target_nodes: Vec<u32> = (0..tiers).map(|t| self.target_node(t)).collect();
+        // (process index, target tier) -> pages, in the order they should move.
+        let mut demotions: Vec<(usize, usize, Vec<u64>)> = Vec::new();
+        let mut promotions: Vec<(usize, usize, Vec<u64>)> = Vec::new();
+        for &ci in order.iter().rev() {
+            self.collect_moves(
+                ci,
+                &spans,
+                &page_lists,
+                &statuses,
+                &assignment,
+                true,
+                &mut demotions,
+            );
+        }
+        for &ci in &order {
+            self.collect_moves(
+                ci,
+                &spans,
+                &page_lists,
+                &statuses,
+                &assignment,
+                false,
+                &mut promotions,
+            );
+        }
+        let mut dead = vec![false; process_ids.len()];
+        for (batch, demote) in [(demotions, true), (promotions, false)] {
+            for (pi, tier, pages) in batch {
+                if dead[pi] {
+                    continue;
+                }
+                let pid = self.processes[&process_ids[pi]].pid;
+                let node = target_nodes[tier];
+                let mut status = vec![0; pages.len()];
+                match self.mover.move_to(pid, &pages, node, &mut status) {
+                    Ok(()) => {}
+                    Err(MoveError::ProcessGone { .. }) => {
+                        tracing::info!(pid, "process exited during migration; skipping it");
+                        self.totals.processes_gone_mid_migration += 1;
+                        dead[pi] = true;
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(pid, "migration failed: {e}");
+                        status.fill(-libc::EIO);
+                    }
+                }
+                let moved = status.iter().filter(|&&s| s == node as i32).count() as u64;
+                let failed = status.len() as u64 - moved;
+                for &s in status.iter().filter(|&&s| s < 0) {
+                    *self
+                        .totals
+                        .failures_by_errno
+                        .entry(errno_name(-s))
+                        .or_default() += 1;
+                }
+                if demote {
+                    report.demoted_pages += moved;
+                } else {
+                    report.promoted_pages += moved;
+                }
+                report.failed_pages += failed;
+                if let Some(p) = self.processes.get_mut(&process_ids[pi]) {
+                    // Keep the status view roughly current until the next query.
+                    let moved_bytes = moved * PAGE_SIZE as u64;
+                    let to = &mut p.resident_bytes_by_tier;
+                    if tier < to.len() {
+                        to[tier] += moved_bytes;
+                        // Pages left a different tier; charge the nearest one on the other side.
+                        let from = if demote {
+                            tier.saturating_sub(1)
+                        } else {
+                            tier + 1
+                        };
+                        if from < to.len() {
+                            to[from] = to[from].saturating_sub(moved_bytes);
+                        }
+                    }
+                }
+            }
+        }
+        self.totals.promoted_pages += report.promoted_pages;
+        self.totals.demoted_pages += report.demoted_pages;
+        self.totals.failed_pages += report.failed_pages;
+        self.totals.intervals += 1;
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        if report.promoted_pages + report.demoted_pages + report.failed_pages > 0 {
+            tracing::info!(
+                promoted_pages = report.promoted_pages,
+                demoted_pages = report.demoted_pages,
+                failed_pages = report.failed_pages,
+                duration_ms = report.duration_ms,
+                "migrated"
+            );
+        }
+        tracing::debug!(?report, "interval");
+        self.last_interval = Some(report);
+    }
+
+    /// Pages of candidate `ci` that must move, appended to `out` as (process, tier, pages).
+    #[allow(clippy::too_many_arguments)]
+    fn collect_moves(
+        &self,
+        ci: usize,
+        spans: &[RecordPages],
+        page_lists: &[Vec<u64>],
+        statuses: &[Vec<PageStatus>],
+        assignment: &[usize],
+        demotions: bool,
+        out: &mut Vec<(usize, usize, Vec<u64>)>,
+    ) {
+        let span = &spans[ci];
+        let target = assignment[ci];
+        let range = span.first_page..span.first_page + span.pages;
+        let mut pages = Vec::new();
+        for (page, &status) in page_lists[span.process][range.clone()]
+            .iter()
+            .zip(&statuses[span.process][range])
+        {
+            if status < 0 {
+                continue; // not present (or process gone): nothing to move
+            }
+            let Some(current) = self.topology.tier_of_node(status as u32) else {
+                continue;
+            };
+            if (demotions && current < target) || (!demotions && current > target) {
+                pages.push(*page);
+            }
+        }
+        if pages.is_empty() {
+            return;
+        }
+        match out.last_mut() {
+            Some((p, t, list)) if *p == span.process && *t == target => list.extend(pages),
+            _ => out.push((span.process, target, pages)),
+        }
+    }
+
+    /// The node of a tier that new pages should go to: the one with most free memory.
+    fn target_node(&self, tier: usize) -> u32 {
+        self.topology.tiers[tier]
+            .nodes
+            .iter()
+            .copied()
+            .max_by_key(|id| self.topology.node(*id).map_or(0, |n| n.free_bytes))
+            .unwrap_or(0)
+    }
+}
