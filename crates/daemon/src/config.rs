@@ -57,6 +57,8 @@ pub struct DaemonConfig {
     pub idle_first_wait: Duration,
     /// Root of sysfs (tests point it at captured trees).
     pub sys_root: PathBuf,
+    /// Where the daemon records that it owns the kdamond (DAMON is system-wide, so this is too).
+    pub damon_owner_file: PathBuf,
 }
 
 impl DaemonConfig {
@@ -77,6 +79,7 @@ impl DaemonConfig {
             idle_linger: Duration::from_secs(3),
             idle_first_wait: Duration::from_secs(30),
             sys_root: PathBuf::from("/sys"),
+            damon_owner_file: PathBuf::from("/run/objtier/damon-owner"),
         }
     }
 }

@@ -20,7 +20,8 @@ impl AccessSource {
                 reason: "disabled (--source none)".into(),
             }),
             SourceChoice::Damon | SourceChoice::Auto => {
-                let mut damon = Damon::new(RealFiles, &config.sys_root, config.damon.clone());
+                let mut damon = Damon::new(RealFiles, &config.sys_root, config.damon.clone())
+                    .with_owner_file(config.damon_owner_file.clone());
                 match damon.claim() {
                     Ok(()) => Ok(AccessSource::Damon(Box::new(damon))),
                     Err(e) if config.source == SourceChoice::Auto => {

@@ -167,21 +167,16 @@ pub fn assign_tiers(
         } else {
             c.main_tier().unwrap_or(slowest)
         };
-        let mut chosen = slowest;
-        for tier in lowest_allowed..slowest {
-            if bytes > remaining[tier] {
-                continue;
-            }
-            if tier == 0 {
-                if let Some(Some(cap)) = process_fast_caps.get(c.process) {
-                    if process_fast_used[c.process] + bytes > *cap {
-                        continue;
-                    }
+        let within_process_cap = |tier: usize| {
+            tier != 0
+                || match process_fast_caps.get(c.process) {
+                    Some(Some(cap)) => process_fast_used[c.process] + bytes <= *cap,
+                    _ => true,
                 }
-            }
-            chosen = tier;
-            break;
-        }
+        };
+        let chosen = (lowest_allowed..slowest)
+            .find(|&tier| bytes <= remaining[tier] && within_process_cap(tier))
+            .unwrap_or(slowest);
         if chosen < slowest {
             remaining[chosen] -= bytes;
             if chosen == 0 {

@@ -68,7 +68,7 @@ impl Chunk {
 
     /// Writes head (and tail) tags for the extent `[start, start + pages)`.
     fn mark(&mut self, start: usize, pages: usize, allocated: bool) {
-        debug_assert!(pages >= 1 && pages <= MAX_EXTENT_PAGES && start + pages <= self.pages);
+        debug_assert!((1..=MAX_EXTENT_PAGES).contains(&pages) && start + pages <= self.pages);
         let value = ((pages as u32) << TAG_PAGES_SHIFT) | if allocated { TAG_ALLOCATED } else { 0 };
         self.set_tag(start, value);
         if pages > 1 {
@@ -226,7 +226,7 @@ pub unsafe fn after_fork_child() {
 impl State {
     fn allocated_extent(&self, chunk: usize, addr: usize) -> Option<Extent> {
         let c = self.chunks.get(chunk)?;
-        if addr % PAGE_SIZE != 0 || addr < c.base {
+        if !addr.is_multiple_of(PAGE_SIZE) || addr < c.base {
             return None;
         }
         let page = (addr - c.base) / PAGE_SIZE;
@@ -360,8 +360,8 @@ impl State {
             tags: tags as *mut u32,
             bump: 0,
         });
-        for granule in (base >> CHUNK_SHIFT)..((base + bytes) >> CHUNK_SHIFT) {
-            GRANULE_OWNER[granule].store(index as u16 + 1, Ordering::Release);
+        for owner in &GRANULE_OWNER[(base >> CHUNK_SHIFT)..((base + bytes) >> CHUNK_SHIFT)] {
+            owner.store(index as u16 + 1, Ordering::Release);
         }
         self.current = Some(index);
         Some(())

@@ -156,6 +156,9 @@ pub struct Damon<F: SysfsFiles> {
     operations: &'static str,
     /// What the kernel was last told to monitor.
     targets: Vec<Target>,
+    /// File recording which objtier daemon (pid) created the kdamond, so a successor can
+    /// reclaim the stopped kdamond of a daemon that died without cleaning up.
+    owner_file: Option<PathBuf>,
 }
 
 /// A process to monitor and, for `fvaddr`, the address ranges to monitor in it (sorted,
@@ -202,6 +205,14 @@ pub fn coalesce_ranges(ranges: &[(u64, u64)], max: usize) -> Vec<(u64, u64)> {
     out
 }
 
+/// This crate does not log; the note goes to stderr, where a daemon's log is.
+fn tracing_free_note(nr_path: &Path) {
+    eprintln!(
+        "objtier: reclaiming the stopped kdamond a previous objtier daemon left behind ({})",
+        nr_path.display()
+    );
+}
+
 fn io_err(path: &Path, source: io::Error) -> DamonError {
     if source.kind() == io::ErrorKind::PermissionDenied {
         DamonError::PermissionDenied {
@@ -226,7 +237,28 @@ impl<F: SysfsFiles> Damon<F> {
             index: None,
             operations: "vaddr",
             targets: Vec::new(),
+            owner_file: None,
         }
+    }
+
+    /// Records ownership of the kdamond in `path` (e.g. `/run/objtier/damon-owner`).
+    pub fn with_owner_file(mut self, path: PathBuf) -> Self {
+        self.owner_file = Some(path);
+        self
+    }
+
+    /// True if the only kdamond is one a dead objtier daemon left behind.
+    fn stale_objtier_kdamond(&self, count: usize) -> bool {
+        let Some(path) = &self.owner_file else {
+            return false;
+        };
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return false;
+        };
+        let Ok(pid) = text.trim().parse::<u32>() else {
+            return false;
+        };
+        count == 1 && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
     }
 
     pub fn files(&self) -> &F {
@@ -288,13 +320,23 @@ impl<F: SysfsFiles> Damon<F> {
                 return Err(DamonError::Busy { count, running: i });
             }
         }
-        if count > 0 {
+        if count > 0 && !self.stale_objtier_kdamond(count) {
             return Err(DamonError::Foreign {
                 count,
                 path: nr_path,
             });
         }
+        if count > 0 {
+            tracing_free_note(&nr_path);
+            self.write(&nr_path, 0)?;
+        }
         self.write(&nr_path, 1)?;
+        if let Some(path) = &self.owner_file {
+            if let Some(dir) = path.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let _ = std::fs::write(path, std::process::id().to_string());
+        }
         self.index = Some(0);
         let dir = self.dir();
         self.write(&dir.join("contexts/nr_contexts"), 1)?;
@@ -488,6 +530,9 @@ impl<F: SysfsFiles> Damon<F> {
         }
         let _ = self.files.write(&self.kdamonds.join("nr_kdamonds"), "0");
         self.targets.clear();
+        if let Some(path) = &self.owner_file {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -676,6 +721,29 @@ mod tests {
             .insert(format!("{K}/0/state").into(), "off\n".into());
         let mut d = Damon::new(files, Path::new("/sys"), DamonAttrs::default());
         assert!(matches!(d.claim(), Err(DamonError::Foreign { .. })));
+
+        // ...unless the owner file names an objtier daemon that is gone: then it is ours.
+        let owner = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(owner.path(), "4294967").unwrap(); // no such pid
+        let mut files = fake("1\n");
+        files
+            .files
+            .insert(format!("{K}/0/state").into(), "off\n".into());
+        let mut d = Damon::new(files, Path::new("/sys"), DamonAttrs::default())
+            .with_owner_file(owner.path().to_owned());
+        d.claim().unwrap();
+        let nr: Vec<&str> = d
+            .files()
+            .writes
+            .iter()
+            .filter(|(p, _)| p.ends_with("nr_kdamonds"))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(nr, ["0", "1"]);
+        assert_eq!(
+            std::fs::read_to_string(owner.path()).unwrap(),
+            std::process::id().to_string()
+        );
 
         let mut d = Damon::new(
             DryRunFiles::default(),

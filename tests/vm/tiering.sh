@@ -1,0 +1,91 @@
+#!/bin/bash
+# Acceptance tests of the first tiering path, run INSIDE the tiered VM as root:
+#   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh small-fast
+#   scripts/tiered-vm --fast-mem 2G   --slow-mem 2G -- tests/vm/tiering.sh capped
+# Each scenario runs tierbench once without objtier (the baseline must leave the hot objects
+# slow) and once under `objtier run`, and judges both by tierbench's own ground truth
+# (move_pages status of its pages), never by objtier's counters.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${OBJTIER_BIN:-$PWD/target/release}
+CHECK=tests/vm/check_fast_share.py
+WORK=$(mktemp -d /tmp/objtier-vm-test.XXXXXX)
+export OBJTIER_SOCKET=$WORK/objtier.sock
+FAILED=0
+PASSED=0
+
+pass() { echo "ok $1"; PASSED=$((PASSED + 1)); }
+fail() { echo "FAIL $1"; FAILED=$((FAILED + 1)); }
+daemon_log() { echo "--- daemon log:"; sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon.log" 2>/dev/null | tail -15; }
+cleanup() {
+	pkill -f "objtier daemon --socket $OBJTIER_SOCKET" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+bench() { "$BIN/tierbench" hotcold --objects 8 --size 96M --hot 2 --json "$@"; }
+
+scenario=${1:?usage: tiering.sh small-fast|capped}
+echo "== $scenario: $(grep -h MemTotal /sys/devices/system/node/node*/meminfo | tr -s ' ' | tr '\n' ';')"
+case $scenario in
+small-fast)
+	# 512 MiB fast node, 768 MiB of objects: first touch fills the fast node with the cold
+	# objects and leaves the hot ones (allocated last) in the slow tier.
+	bench --seconds 12 > "$WORK/plain.json"
+	if python3 $CHECK "$WORK/plain.json" --below 0.4; then pass baseline-leaves-hot-objects-slow; else fail baseline-leaves-hot-objects-slow; fi
+
+	# objtier run starts its own daemon (none is running) and preloads the library.
+	"$BIN/objtier" run --daemon-log "$WORK/daemon.log" -- "$BIN/tierbench" hotcold \
+		--objects 8 --size 96M --hot 2 --seconds 25 --json > "$WORK/objtier.json"
+	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 10; then
+		pass objtier-promotes-hot-objects
+	else
+		fail objtier-promotes-hot-objects; daemon_log
+	fi
+
+	# The daemon `objtier run` started exits by itself once its program is gone.
+	for _ in $(seq 100); do [ -S "$OBJTIER_SOCKET" ] || break; sleep 0.1; done
+	if [ -S "$OBJTIER_SOCKET" ]; then fail run-daemon-exits-when-idle; else pass run-daemon-exits-when-idle; fi
+
+	# A process that exits (SIGKILL) while the daemon is migrating its pages: the daemon
+	# stays up, forgets the process, and keeps serving.
+	"$BIN/objtier" daemon --socket "$OBJTIER_SOCKET" --interval 1s >> "$WORK/daemon.log" 2>&1 &
+	for _ in $(seq 50); do [ -S "$OBJTIER_SOCKET" ] && break; sleep 0.1; done
+	"$BIN/objtier" run --no-daemon -- "$BIN/tierbench" hotcold --objects 8 --size 96M --hot 2 \
+		--seconds 60 --json > "$WORK/killed.json" &
+	victim=$!
+	# Wait for the hot loop, then kill while migrations are in flight.
+	for _ in $(seq 300); do grep -q '"tick"' "$WORK/killed.json" 2>/dev/null && break; sleep 0.1; done
+	for _ in $(seq 100); do grep -q "migrated" "$WORK/daemon.log" && break; sleep 0.05; done
+	kill -9 $victim 2>/dev/null || true
+	wait $victim 2>/dev/null || true
+	sleep 3
+	if "$BIN/objtier" status --json > "$WORK/status.json" &&
+		python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); sys.exit(0 if not s["processes"] else 1)' "$WORK/status.json" &&
+		! grep -qiE "panick|segfault" "$WORK/daemon.log"; then
+		pass daemon-survives-process-killed-mid-migration
+		grep -q "exited during migration" "$WORK/daemon.log" &&
+			echo "   (the kill landed inside a move_pages batch)"
+	else
+		fail daemon-survives-process-killed-mid-migration; daemon_log
+	fi
+	;;
+capped)
+	# A big fast node, but objtier may use only 256 MiB of it for this program. The hot
+	# objects start in the slow tier (--first-touch slow) so that only objtier can fix it.
+	bench --seconds 12 --first-touch slow > "$WORK/plain.json"
+	if python3 $CHECK "$WORK/plain.json" --below 0.4; then pass capped-baseline-starts-slow; else fail capped-baseline-starts-slow; fi
+	"$BIN/objtier" run --fast-capacity 256M --daemon-log "$WORK/daemon.log" -- "$BIN/tierbench" \
+		hotcold --objects 8 --size 96M --hot 2 --seconds 25 --first-touch slow --json > "$WORK/objtier.json"
+	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 10 --max-fast-bytes $((256 << 20)); then
+		pass objtier-promotes-within-fast-capacity
+	else
+		fail objtier-promotes-within-fast-capacity; daemon_log
+	fi
+	;;
+*)
+	echo "unknown scenario $scenario" >&2
+	exit 2
+	;;
+esac
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]
