@@ -56,8 +56,8 @@ struct RunArgs {
     /// Do not start a daemon; attach only if one is already running.
     #[arg(long)]
     no_daemon: bool,
-    /// The program and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    /// The program and its arguments (after `--`, or after the first non-option word).
+    #[arg(required = true, trailing_var_arg = true)]
     command: Vec<String>,
 }
 
@@ -102,6 +102,10 @@ struct DaemonArgs {
     /// Exit when no process has been attached for a few seconds (used by `objtier run`).
     #[arg(long)]
     exit_when_idle: bool,
+    /// With --exit-when-idle: also exit as soon as this pid is gone and nothing is attached
+    /// (`objtier run` passes the pid its program runs as).
+    #[arg(long, hide = true)]
+    exit_with_pid: Option<u32>,
 }
 
 #[derive(Args)]
@@ -213,6 +217,7 @@ fn daemon(args: DaemonArgs) -> anyhow::Result<ExitCode> {
     config.fast_capacity_bytes = args.fast_capacity;
     config.dry_run = args.dry_run;
     config.exit_when_idle = args.exit_when_idle;
+    config.exit_with_pid = args.exit_with_pid;
     config.damon.sample_us = args.damon_sample.as_micros() as u64;
     config.damon.aggr_us = args.damon_aggregate.as_micros() as u64;
     if config.damon.aggr_us < config.damon.sample_us {
@@ -273,6 +278,10 @@ fn start_daemon(socket: &Path, log: &Path) -> anyhow::Result<()> {
         .arg("--socket")
         .arg(socket)
         .arg("--exit-when-idle")
+        // `run` execs the program under its own pid: the daemon can tell when it is gone,
+        // even if it never allocated enough to attach.
+        .arg("--exit-with-pid")
+        .arg(std::process::id().to_string())
         .env_remove("LD_PRELOAD")
         .stdin(Stdio::null())
         .stdout(log_file.try_clone()?)

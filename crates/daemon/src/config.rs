@@ -55,6 +55,8 @@ pub struct DaemonConfig {
     pub idle_linger: Duration,
     /// With `exit_when_idle`: how long to wait for the first process.
     pub idle_first_wait: Duration,
+    /// With `exit_when_idle`: exit once nothing is attached and this process is gone.
+    pub exit_with_pid: Option<u32>,
     /// Root of sysfs (tests point it at captured trees).
     pub sys_root: PathBuf,
     /// Where the daemon records that it owns the kdamond (DAMON is system-wide, so this is too).
@@ -78,6 +80,7 @@ impl DaemonConfig {
             exit_when_idle: false,
             idle_linger: Duration::from_secs(3),
             idle_first_wait: Duration::from_secs(30),
+            exit_with_pid: None,
             sys_root: PathBuf::from("/sys"),
             damon_owner_file: PathBuf::from("/run/objtier/damon-owner"),
         }

@@ -249,6 +249,16 @@ impl Daemon {
                 } else {
                     self.config.idle_first_wait
                 };
+                // SAFETY: kill(pid, 0) only checks for existence.
+                let watched_gone = self
+                    .config
+                    .exit_with_pid
+                    .is_some_and(|pid| unsafe { libc::kill(pid as libc::pid_t, 0) } != 0);
+                let linger = if watched_gone {
+                    linger.min(Duration::from_secs(1))
+                } else {
+                    linger
+                };
                 if self.config.exit_when_idle && since.elapsed() >= linger {
                     tracing::info!("no attached processes left; exiting (--exit-when-idle)");
                     break;

@@ -34,6 +34,14 @@ impl RingMapping {
                 std::io::Error::last_os_error()
             );
         }
+        // SAFETY: F_GET_SEALS on an fd we own.
+        let seals = unsafe { libc::fcntl(memfd.as_raw_fd(), libc::F_GET_SEALS) };
+        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+            anyhow::bail!(
+                "the ring memfd is not sealed against shrinking (F_SEAL_SHRINK); a ring that \
+                 can shrink under the daemon's mapping is refused"
+            );
+        }
         let len = st.st_size as usize;
         if claimed_len as usize != len || len < std::mem::size_of::<RingHeader>() {
             anyhow::bail!("ring memfd is {len} bytes, hello claimed {claimed_len}");
@@ -253,19 +261,21 @@ impl Process {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use objtier_wire::{ring_bytes, Event};
 
-    fn process() -> (Process, UnixStream) {
+    /// A process with a real ring and socket pair, as the daemon would have after a hello.
+    pub(crate) fn process() -> (Process, UnixStream) {
         let (a, b) = UnixStream::pair().unwrap();
         let capacity = 64;
         // SAFETY: memfd + truncate + map in-test; the ring is initialised before use.
         let memfd = unsafe {
             use std::os::fd::FromRawFd;
-            let fd = libc::memfd_create(c"test".as_ptr(), 0);
+            let fd = libc::memfd_create(c"test".as_ptr(), libc::MFD_ALLOW_SEALING);
             assert!(fd >= 0);
             libc::ftruncate(fd, ring_bytes(capacity) as i64);
+            libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK);
             OwnedFd::from_raw_fd(fd)
         };
         let mem = unsafe {
@@ -299,7 +309,7 @@ mod tests {
         (p, b)
     }
 
-    fn push(p: &Process, kind: EventKind, addr: u64, len: u64, flags: u32) {
+    pub(crate) fn push(p: &Process, kind: EventKind, addr: u64, len: u64, flags: u32) {
         assert!(p.ring.header().push(&Event {
             kind: kind as u32,
             flags,

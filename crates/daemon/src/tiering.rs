@@ -118,6 +118,20 @@ impl Daemon {
                 record.recent_accesses = record.interval_accesses;
                 record.interval_accesses = 0.0;
             }
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                let mut hottest: Vec<(&u64, &crate::process::Record)> = p.records.iter().collect();
+                hottest.sort_by(|a, b| b.1.ema_accesses.total_cmp(&a.1.ema_accesses));
+                for (start, r) in hottest.iter().take(4) {
+                    tracing::debug!(
+                        pid = p.pid,
+                        start = format_args!("{start:#x}"),
+                        len = r.len,
+                        recent = r.recent_accesses,
+                        ema = r.ema_accesses,
+                        "hot record"
+                    );
+                }
+            }
         }
 
         // Allocations that survived the interval become records, and the access source
@@ -386,5 +400,166 @@ impl Daemon {
             .copied()
             .max_by_key(|id| self.topology.node(*id).map_or(0, |n| n.free_bytes))
             .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::DaemonConfig;
+    use crate::process::tests::{process, push};
+    use crate::source::AccessSource;
+    use crate::Daemon;
+    use objtier_sys::pages::{RecordedCall, RecordingPageMover};
+    use objtier_sys::topology::{Node, Tier, TierSource, Topology};
+    use objtier_wire::{event_flags, EventKind};
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    const MIB: u64 = 1 << 20;
+
+    fn two_tiers(fast_total: u64, fast_free: u64) -> Topology {
+        Topology {
+            nodes: vec![
+                Node {
+                    id: 0,
+                    has_cpus: true,
+                    total_bytes: fast_total,
+                    free_bytes: fast_free,
+                },
+                Node {
+                    id: 1,
+                    has_cpus: false,
+                    total_bytes: 100 * fast_total,
+                    free_bytes: 100 * fast_total,
+                },
+            ],
+            tiers: vec![
+                Tier {
+                    kernel_id: 4,
+                    nodes: vec![0],
+                },
+                Tier {
+                    kernel_id: 72,
+                    nodes: vec![1],
+                },
+            ],
+            tier_source: TierSource::Explicit,
+        }
+    }
+
+    /// The whole interval against a recording fake kernel: a hot object in the slow tier and a
+    /// fast tier full of cold ones. Exactly enough cold pages are demoted, before the hot object
+    /// is promoted, and nothing else moves.
+    #[test]
+    fn interval_demotes_then_promotes_through_the_page_mover() {
+        let sys = tempfile::tempdir().unwrap(); // empty: free memory stays as given below
+        let mut config = DaemonConfig::new(sys.path().join("sock"));
+        config.sys_root = sys.path().to_owned();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut p, _peer) = process();
+        let pid = p.pid;
+        let base = 0x7000_0000_0000u64;
+        // Nine cold 1 MiB objects fill the fast tier (10 MiB, 0.9 fill, nothing free)...
+        for i in 0..9 {
+            let start = base + i * MIB;
+            push(&p, EventKind::Alloc, start, MIB, event_flags::SNAPSHOT);
+            fake.lock().unwrap().place(pid, start, MIB, 0);
+        }
+        // ...and a hot 2 MiB object sits in the slow tier.
+        let hot = base + 64 * MIB;
+        push(&p, EventKind::Alloc, hot, 2 * MIB, event_flags::SNAPSHOT);
+        fake.lock().unwrap().place(pid, hot, 2 * MIB, 1);
+        p.drain();
+        p.records.get_mut(&hot).unwrap().interval_accesses = 100.0;
+        let mut daemon = Daemon {
+            config,
+            topology: two_tiers(10 * MIB, 0),
+            processes: BTreeMap::from([(p.id, p)]),
+            source: AccessSource::None {
+                reason: "test".into(),
+            },
+            mover: Box::new(fake.clone()),
+            started: Instant::now(),
+            totals: Default::default(),
+            last_interval: None,
+            next_process_id: 2,
+            euid: 0,
+        };
+        daemon.interval();
+
+        let fake = fake.lock().unwrap();
+        let moves = fake.moves();
+        assert_eq!(
+            moves.len(),
+            2,
+            "one demotion batch, one promotion batch: {moves:?}"
+        );
+        let (demote_node, demoted) = &moves[0];
+        let (promote_node, promoted) = &moves[1];
+        assert_eq!(*demote_node, 1, "demotions come first");
+        assert_eq!(
+            demoted.len() as u64,
+            2 * MIB / 4096,
+            "2 MiB of cold pages make room"
+        );
+        assert!(demoted.iter().all(|&a| a >= base && a < base + 9 * MIB));
+        assert_eq!(*promote_node, 0);
+        assert_eq!(promoted.len() as u64, 2 * MIB / 4096);
+        assert!(promoted.iter().all(|&a| a >= hot && a < hot + 2 * MIB));
+        assert!(matches!(fake.calls[0], RecordedCall::Query { .. }));
+        let report = daemon.last_interval.as_ref().unwrap();
+        assert_eq!(report.demoted_pages, 512);
+        assert_eq!(report.promoted_pages, 512);
+        assert_eq!(
+            fake.pages_on(0) as u64,
+            9 * MIB / 4096,
+            "the fast tier stays at 90 %"
+        );
+        drop(fake);
+
+        // Steady state: a second interval moves nothing (the hot object was seen again).
+        let id = *daemon.processes.keys().next().unwrap();
+        daemon
+            .processes
+            .get_mut(&id)
+            .unwrap()
+            .records
+            .get_mut(&hot)
+            .unwrap()
+            .interval_accesses = 50.0;
+        daemon.interval();
+        let report = daemon.last_interval.as_ref().unwrap();
+        assert_eq!((report.promoted_pages, report.demoted_pages), (0, 0));
+    }
+
+    /// A process that vanishes mid-migration is skipped without disturbing the daemon.
+    #[test]
+    fn a_vanished_process_is_skipped() {
+        let sys = tempfile::tempdir().unwrap();
+        let mut config = DaemonConfig::new(sys.path().join("sock"));
+        config.sys_root = sys.path().to_owned();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut p, _peer) = process();
+        push(&p, EventKind::Alloc, 0x10_0000, MIB, event_flags::SNAPSHOT);
+        p.drain();
+        fake.lock().unwrap().gone.push(p.pid);
+        let mut daemon = Daemon {
+            config,
+            topology: two_tiers(10 * MIB, 10 * MIB),
+            processes: BTreeMap::from([(p.id, p)]),
+            source: AccessSource::None {
+                reason: "test".into(),
+            },
+            mover: Box::new(fake.clone()),
+            started: Instant::now(),
+            totals: Default::default(),
+            last_interval: None,
+            next_process_id: 2,
+            euid: 0,
+        };
+        daemon.interval();
+        assert_eq!(daemon.totals.intervals, 1);
+        assert!(fake.lock().unwrap().moves().is_empty());
     }
 }

@@ -122,8 +122,15 @@ impl Drop for HookGuard {
     }
 }
 
-/// mimalloc's guaranteed alignment for plain allocations on 64-bit targets.
-const MIN_ALIGN: usize = 16;
+/// Alignment of `malloc`: what C requires for any object that fits the size (mimalloc gives
+/// 16 bytes from 16-byte blocks up, 8 for the 8-byte class, as C allows).
+const MIN_ALIGN: usize = 8;
+
+/// True if a plain mimalloc block of `size` bytes is already aligned to `align`.
+#[inline]
+fn plain_block_suffices(size: usize, align: usize) -> bool {
+    align <= MIN_ALIGN || (align <= 16 && size >= 16)
+}
 
 #[inline]
 fn set_errno(value: i32) {
@@ -136,7 +143,7 @@ fn set_errno(value: i32) {
 unsafe fn allocate(size: usize, align: usize) -> *mut c_void {
     let p = if size >= options::get().track_min_bytes {
         allocate_tracked(size, align)
-    } else if align <= MIN_ALIGN {
+    } else if plain_block_suffices(size, align) {
         // SAFETY: plain mimalloc allocation.
         unsafe { mi::mi_malloc(size) }
     } else {

@@ -144,15 +144,26 @@ fn attach() -> Result<(), &'static str> {
     let bytes = ring_bytes(capacity);
     // SAFETY: plain syscalls on fds we own; every failure path closes what it opened.
     unsafe {
-        let memfd = libc::memfd_create(c"objtier-ring".as_ptr(), libc::MFD_CLOEXEC);
+        let memfd = libc::memfd_create(
+            c"objtier-ring".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        );
         if memfd < 0 {
             libc::close(fd);
             return Err("memfd_create failed");
         }
-        if libc::ftruncate(memfd, bytes as libc::off_t) != 0 {
+        // Sealed at its size: the daemon refuses rings that could shrink under its mapping
+        // (a shrunk memfd would turn the daemon's next read into SIGBUS).
+        if libc::ftruncate(memfd, bytes as libc::off_t) != 0
+            || libc::fcntl(
+                memfd,
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+            ) != 0
+        {
             libc::close(memfd);
             libc::close(fd);
-            return Err("ftruncate of the ring failed");
+            return Err("cannot size and seal the ring memfd");
         }
         let mem = libc::mmap(
             core::ptr::null_mut(),

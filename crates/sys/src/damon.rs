@@ -169,13 +169,15 @@ pub struct Target {
     pub ranges: Vec<(u64, u64)>,
 }
 
-/// Reduces sorted ranges to at most `max` by closing the smallest gaps first (DAMON splits the
-/// merged regions again adaptively, so little precision is lost; sysfs writes are not free).
+/// Reduces sorted ranges to at most `max` by closing the smallest gaps first (adjacent ranges,
+/// gap 0, go first). Below `max`, adjacent ranges stay separate: each object keeps a DAMON
+/// region of its own from the first sample on, instead of DAMON having to discover the
+/// boundary between a hot object and its cold neighbour.
 pub fn coalesce_ranges(ranges: &[(u64, u64)], max: usize) -> Vec<(u64, u64)> {
     let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
     for &(start, end) in ranges {
         match merged.last_mut() {
-            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            Some(last) if start < last.1 => last.1 = last.1.max(end),
             _ => merged.push((start, end)),
         }
     }
@@ -385,10 +387,12 @@ impl<F: SysfsFiles> Damon<F> {
         self.operations
     }
 
-    /// Monitors exactly `targets`. A changed process set restarts the kdamond (DAMON cannot
-    /// add or drop targets of a running context on every kernel); changed ranges of the same
-    /// processes are committed online, keeping the access history of unchanged regions. With
-    /// `vaddr` the ranges are ignored (the kernel follows the whole address space).
+    /// Monitors exactly `targets`. Any change restarts the kdamond with the new targets and
+    /// ranges, and so does finding it stopped (the kernel stops a kdamond on its own, e.g. when
+    /// every target exited). Online `commit` would keep region history, but a commit the
+    /// kernel rejects terminates the kdamond silently on 6.x, and a restart costs only the
+    /// first aggregation (100 ms) of a 2 s interval. With `vaddr` the ranges are ignored (the
+    /// kernel follows the whole address space).
     pub fn set_targets(&mut self, targets: &[Target]) -> Result<(), DamonError> {
         self.claim()?;
         let fixed = self.operations == "fvaddr";
@@ -402,32 +406,22 @@ impl<F: SysfsFiles> Damon<F> {
             })
             .collect();
         let running = self.is_running()?;
-        let same_pids = targets
-            .iter()
-            .map(|t| t.pid)
-            .eq(self.targets.iter().map(|t| t.pid));
-        if same_pids && targets == self.targets && (running || targets.is_empty()) {
+        if targets == self.targets && (running || targets.is_empty()) {
             return Ok(());
         }
-        let max_ranges = targets.iter().map(|t| t.ranges.len()).sum::<usize>();
-        if max_ranges as u64 * 2 > self.attrs.max_regions {
-            let max = self.ctx().join("monitoring_attrs/nr_regions/max");
-            self.write(&max, max_ranges * 2)?;
-        }
-        let restart = !(same_pids && running);
-        if restart && running {
+        if running {
             self.write(&self.dir().join("state"), "off")?;
         }
+        let ranges = targets.iter().map(|t| t.ranges.len() as u64).sum::<u64>();
+        let max_regions = self.attrs.max_regions.max(ranges * 2);
+        let max = self.ctx().join("monitoring_attrs/nr_regions/max");
+        self.write(&max, max_regions)?;
         let dir = self.ctx().join("targets");
-        if restart {
-            self.write(&dir.join("nr_targets"), targets.len())?;
-        }
+        self.write(&dir.join("nr_targets"), targets.len())?;
         for (i, target) in targets.iter().enumerate() {
             let target_dir = dir.join(i.to_string());
-            if restart {
-                self.write(&target_dir.join("pid_target"), target.pid)?;
-            }
-            if fixed && (restart || self.targets.get(i) != Some(target)) {
+            self.write(&target_dir.join("pid_target"), target.pid)?;
+            if fixed {
                 let regions = target_dir.join("regions");
                 self.write(&regions.join("nr_regions"), target.ranges.len())?;
                 for (j, (start, end)) in target.ranges.iter().enumerate() {
@@ -440,10 +434,7 @@ impl<F: SysfsFiles> Damon<F> {
         if self.targets.is_empty() {
             return Ok(());
         }
-        self.write(
-            &self.dir().join("state"),
-            if restart { "on" } else { "commit" },
-        )
+        self.write(&self.dir().join("state"), "on")
     }
 
     pub fn is_running(&mut self) -> Result<bool, DamonError> {
@@ -472,33 +463,32 @@ impl<F: SysfsFiles> Damon<F> {
         let mut out = Vec::with_capacity(indices.len());
         let mut target = 0;
         let mut previous_end = 0;
-        let mut covered = 0u64;
         for i in indices {
             let region = dir.join(i.to_string());
             let start = self.read_number(&region.join("start"))?;
             let end = self.read_number(&region.join("end"))?;
             let nr_accesses = self.read_number(&region.join("nr_accesses"))? as u32;
             let age = self.read_number(&region.join("age"))? as u32;
-            // The kernel lists regions target by target, each target's in ascending order.
-            // With fvaddr a target's regions exactly cover its ranges, so a region belongs to
-            // the current target until that coverage is complete; with vaddr, a region
-            // starting below its predecessor begins the next target.
-            let next_target = if self.operations == "fvaddr" {
-                let t = &self.targets[target.min(self.targets.len() - 1)];
-                let total: u64 = t.ranges.iter().map(|(s, e)| e - s).sum();
-                !out.is_empty() && (covered >= total || start < previous_end)
-            } else {
-                !out.is_empty() && start < previous_end
-            };
-            if next_target {
-                target += 1;
-                covered = 0;
+            // The kernel lists regions target by target, each target's in ascending order, so
+            // the target only ever advances: to the next one whose ranges contain the region
+            // (fvaddr), or, when the address goes backwards, to the next one regardless. A
+            // region from ranges the kernel has not yet replaced stays with the current target.
+            if !out.is_empty() {
+                let fixed = self.operations == "fvaddr";
+                let inside = |t: &Target| t.ranges.iter().any(|&(s, e)| s <= start && end <= e);
+                if fixed && !inside(&self.targets[target]) || start < previous_end {
+                    let later = (target + 1..self.targets.len())
+                        .find(|&n| fixed && inside(&self.targets[n]));
+                    match later {
+                        Some(n) => target = n,
+                        None if start < previous_end && target + 1 < self.targets.len() => {
+                            target += 1
+                        }
+                        None => {}
+                    }
+                }
             }
             previous_end = end;
-            covered += end.saturating_sub(start);
-            if target >= self.targets.len() {
-                break;
-            }
             out.push(RegionSample {
                 target,
                 start,
@@ -618,16 +608,26 @@ mod tests {
         assert_eq!(written(&d, "targets/0/regions/1/start"), vec!["32768"]);
         assert_eq!(written(&d, "targets/1/regions/0/end"), vec!["16384"]);
         assert_eq!(d.files().writes.last().unwrap().1, "on");
-        // New ranges for the same processes: committed online, no restart.
+        // New ranges for the same processes: a clean restart with the new ranges.
         targets[1].ranges = vec![(0x2000, 0x5000)];
         d.set_targets(&targets).unwrap();
-        assert_eq!(d.files().writes.last().unwrap().1, "commit");
-        assert_eq!(written(&d, "0/state"), vec!["on", "commit"]);
-        // Regions are attributed by coverage, even where the processes' addresses interleave.
-        // (The kernel's state file reads "on" again after a commit.)
+        assert_eq!(written(&d, "0/state"), vec!["on", "off", "on"]);
+        assert_eq!(
+            written(&d, "targets/1/regions/0/end"),
+            vec!["16384", "20480"]
+        );
+        // Unchanged targets while running: nothing is written.
+        let before = d.files().writes.len();
+        d.set_targets(&targets).unwrap();
+        assert_eq!(d.files().writes.len(), before);
+        // A kdamond the kernel stopped on its own is restarted.
         d.files
             .files
-            .insert(format!("{K}/0/state").into(), "on".into());
+            .insert(format!("{K}/0/state").into(), "off".into());
+        d.set_targets(&targets).unwrap();
+        assert_eq!(written(&d, "0/state"), vec!["on", "off", "on", "on"]);
+        // Regions are attributed to targets by containment, even where the processes'
+        // addresses interleave.
         put_regions(
             &mut d,
             &[
@@ -649,9 +649,15 @@ mod tests {
         let r = [(0, 10), (10, 20), (25, 30), (100, 110), (111, 120)];
         assert_eq!(
             coalesce_ranges(&r, 10),
+            r.to_vec(),
+            "adjacent objects keep their own range"
+        );
+        assert_eq!(
+            coalesce_ranges(&r, 4),
             vec![(0, 20), (25, 30), (100, 110), (111, 120)]
         );
         assert_eq!(coalesce_ranges(&r, 2), vec![(0, 30), (100, 120)]);
+        assert_eq!(coalesce_ranges(&[(0, 10), (5, 12)], 10), vec![(0, 12)]);
         assert_eq!(coalesce_ranges(&r, 1), vec![(0, 120)]);
     }
 

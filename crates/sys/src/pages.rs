@@ -124,6 +124,32 @@ impl PageMover for LinuxPageMover {
     }
 }
 
+/// A shared mover, so a test can keep a handle on the fake it hands to a daemon.
+impl<T: PageMover> PageMover for std::sync::Arc<std::sync::Mutex<T>> {
+    fn query(
+        &mut self,
+        pid: u32,
+        pages: &[u64],
+        status: &mut [PageStatus],
+    ) -> Result<(), MoveError> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .query(pid, pages, status)
+    }
+
+    fn move_to(
+        &mut self,
+        pid: u32,
+        pages: &[u64],
+        node: u32,
+        status: &mut [PageStatus],
+    ) -> Result<(), MoveError> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .move_to(pid, pages, node, status)
+    }
+}
+
 /// One call a [`RecordingPageMover`] saw.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RecordedCall {
