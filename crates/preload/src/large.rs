@@ -13,8 +13,12 @@
 //! touching the object's own memory. Free extents are indexed by `(pages, chunk, start)` in a
 //! B-tree for best-fit reuse.
 //!
-//! Invariant: free extents hold no resident pages (`MADV_DONTNEED` on free), so they read as
-//! zero and `calloc` needs no `memset`; a freed object stops costing memory at once.
+//! Free extents are *clean* (no resident pages, `MADV_DONTNEED`ed: they read as zero and cost no
+//! memory) or *dirty* (kept resident for quick reuse, like glibc's trim threshold: a program
+//! that frees and reallocates buffers should not pay a page fault per page each time). Dirty
+//! extents are bounded to `DIRTY_BUDGET_BYTES` per process, never coalesced, and reused first;
+//! `alloc` says whether the memory it returns is known to be zero, so `calloc` clears only
+//! dirty memory.
 //!
 //! Ownership of a pointer is answered without a lock by a table indexed by the pointer's 1 GiB
 //! granule, which names the owning chunk.
@@ -35,9 +39,16 @@ const MAX_CHUNKS: usize = u16::MAX as usize - 1;
 
 const TAG_ALLOCATED: u32 = 1;
 const TAG_TAIL: u32 = 2;
-const TAG_PAGES_SHIFT: u32 = 2;
-/// Largest extent a tag can describe: 2^30 pages (4 TiB).
-const MAX_EXTENT_PAGES: usize = 1 << 30;
+/// A free extent whose pages are still resident (not zeroed).
+const TAG_DIRTY: u32 = 4;
+const TAG_PAGES_SHIFT: u32 = 3;
+/// Largest extent a tag can describe: 2^29 pages (2 TiB).
+const MAX_EXTENT_PAGES: usize = 1 << 29;
+
+/// Freed memory kept resident for reuse, per process.
+const DIRTY_BUDGET_BYTES: usize = 64 << 20;
+/// Larger frees are always returned to the kernel at once.
+const DIRTY_MAX_EXTENT_BYTES: usize = 4 << 20;
 
 static GRANULE_OWNER: [AtomicU16; GRANULES] = [const { AtomicU16::new(0) }; GRANULES];
 
@@ -66,10 +77,11 @@ impl Chunk {
         unsafe { *self.tags.add(page) = value }
     }
 
-    /// Writes head (and tail) tags for the extent `[start, start + pages)`.
-    fn mark(&mut self, start: usize, pages: usize, allocated: bool) {
+    /// Writes head (and tail) tags for the extent `[start, start + pages)`; `flags` is
+    /// `TAG_ALLOCATED`, `TAG_DIRTY` or 0 (clean free).
+    fn mark(&mut self, start: usize, pages: usize, flags: u32) {
         debug_assert!((1..=MAX_EXTENT_PAGES).contains(&pages) && start + pages <= self.pages);
-        let value = ((pages as u32) << TAG_PAGES_SHIFT) | if allocated { TAG_ALLOCATED } else { 0 };
+        let value = ((pages as u32) << TAG_PAGES_SHIFT) | flags;
         self.set_tag(start, value);
         if pages > 1 {
             self.set_tag(start + pages - 1, value | TAG_TAIL);
@@ -79,9 +91,12 @@ impl Chunk {
 
 struct State {
     chunks: Vec<Chunk>,
-    /// Free extents as (pages, chunk index, start page): best fit is the first at or after
-    /// `(wanted, 0, 0)`.
+    /// Clean free extents as (pages, chunk index, start page): best fit is the first at or
+    /// after `(wanted, 0, 0)`.
     free: BTreeSet<(u32, u32, u32)>,
+    /// Dirty free extents, same order.
+    dirty: BTreeSet<(u32, u32, u32)>,
+    dirty_bytes: usize,
     /// Chunk with never-used pages at its end, where new extents are cut when nothing fits.
     current: Option<usize>,
 }
@@ -92,6 +107,8 @@ unsafe impl Send for State {}
 static STATE: FutexMutex<State> = FutexMutex::new(State {
     chunks: Vec::new(),
     free: BTreeSet::new(),
+    dirty: BTreeSet::new(),
+    dirty_bytes: 0,
     current: None,
 });
 
@@ -100,6 +117,13 @@ static STATE: FutexMutex<State> = FutexMutex::new(State {
 pub struct Extent {
     pub addr: usize,
     pub len: usize,
+}
+
+/// Whether newly allocated memory is known to read as zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Contents {
+    Zeroed,
+    Dirty,
 }
 
 #[inline]
@@ -130,20 +154,20 @@ pub fn contains(ptr: *const u8) -> bool {
 /// Allocates `size` bytes on pages of their own, aligned to `align` (a power of two).
 /// `on_alloc` runs under the allocator lock with the new extent, so that reports of frees and
 /// reuses of the same address reach the daemon in the order they happened.
-pub fn alloc(size: usize, align: usize, on_alloc: impl FnOnce(Extent)) -> *mut u8 {
-    let Some(pages) = pages_for(size) else {
-        return core::ptr::null_mut();
-    };
+pub fn alloc(
+    size: usize,
+    align: usize,
+    on_alloc: impl FnOnce(Extent),
+) -> Option<(*mut u8, Contents)> {
+    let pages = pages_for(size)?;
     let align_pages = (align / PAGE_SIZE).max(1);
     let mut state = STATE.lock();
-    let Some((chunk, start)) = state.take(pages, align_pages) else {
-        return core::ptr::null_mut();
-    };
+    let (chunk, start, contents) = state.take(pages, align_pages)?;
     let addr = state.chunks[chunk].base + start * PAGE_SIZE;
     let len = pages * PAGE_SIZE;
     LIVE_BYTES.fetch_add(len as u64, Ordering::Relaxed);
     on_alloc(Extent { addr, len });
-    addr as *mut u8
+    Some((addr as *mut u8, contents))
 }
 
 /// The extent of the allocated object starting at `ptr`, or None if `ptr` is not the start of a
@@ -161,7 +185,24 @@ pub fn extent_of(ptr: *const u8) -> Option<Extent> {
 pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
     let addr = ptr as usize;
     let chunk = owner(addr)?;
-    let extent = STATE.lock().allocated_extent(chunk, addr)?;
+    let mut state = STATE.lock();
+    let extent = state.allocated_extent(chunk, addr)?;
+    let start_page = (addr - state.chunks[chunk].base) / PAGE_SIZE;
+    if extent.len <= DIRTY_MAX_EXTENT_BYTES && state.dirty_bytes + extent.len <= DIRTY_BUDGET_BYTES
+    {
+        // Keep it resident for the next allocation of its size.
+        on_free(extent);
+        state.chunks[chunk].mark(start_page, extent.len / PAGE_SIZE, TAG_DIRTY);
+        state.dirty.insert((
+            (extent.len / PAGE_SIZE) as u32,
+            chunk as u32,
+            start_page as u32,
+        ));
+        state.dirty_bytes += extent.len;
+        LIVE_BYTES.fetch_sub(extent.len as u64, Ordering::Relaxed);
+        return Some(extent);
+    }
+    drop(state);
     // Drop the pages before the extent becomes reusable: once it is marked free another thread
     // may take it, and must find zeroed, non-resident memory.
     // SAFETY: the extent belongs to the object being freed; nobody else may use it until it is
@@ -173,7 +214,6 @@ pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
         return None;
     }
     on_free(extent);
-    let start_page = (addr - state.chunks[chunk].base) / PAGE_SIZE;
     state.release(chunk, start_page, extent.len / PAGE_SIZE);
     LIVE_BYTES.fetch_sub(extent.len as u64, Ordering::Relaxed);
     Some(extent)
@@ -243,16 +283,46 @@ impl State {
         })
     }
 
-    /// Finds `pages` pages aligned to `align_pages`, marks them allocated, returns (chunk, start).
-    fn take(&mut self, pages: usize, align_pages: usize) -> Option<(usize, usize)> {
-        if let Some(found) = self.take_free(pages, align_pages) {
-            return Some(found);
+    /// Finds `pages` pages aligned to `align_pages`, marks them allocated, and returns
+    /// (chunk, start, contents): a dirty extent of a fitting size first, then a clean one, then
+    /// never-used pages.
+    fn take(&mut self, pages: usize, align_pages: usize) -> Option<(usize, usize, Contents)> {
+        if let Some((chunk, start)) = self.take_dirty(pages, align_pages) {
+            return Some((chunk, start, Contents::Dirty));
         }
-        if let Some(found) = self.take_bump(pages, align_pages) {
-            return Some(found);
+        if let Some((chunk, start)) = self.take_free(pages, align_pages) {
+            return Some((chunk, start, Contents::Zeroed));
+        }
+        if let Some((chunk, start)) = self.take_bump(pages, align_pages) {
+            return Some((chunk, start, Contents::Zeroed));
         }
         self.new_chunk(pages + align_pages - 1)?;
-        self.take_bump(pages, align_pages)
+        let (chunk, start) = self.take_bump(pages, align_pages)?;
+        Some((chunk, start, Contents::Zeroed))
+    }
+
+    /// Reuses a dirty extent of at most twice the size wanted (a larger one would waste
+    /// resident memory); what is left over stays dirty.
+    fn take_dirty(&mut self, pages: usize, align_pages: usize) -> Option<(usize, usize)> {
+        if align_pages > 1 {
+            return None;
+        }
+        let &(dirty_pages, chunk, start) = self
+            .dirty
+            .range((pages as u32, 0, 0)..(2 * pages as u32 + 1, 0, 0))
+            .next()?;
+        self.dirty.remove(&(dirty_pages, chunk, start));
+        let (chunk, start, dirty_pages) = (chunk as usize, start as usize, dirty_pages as usize);
+        self.dirty_bytes -= dirty_pages * PAGE_SIZE;
+        self.chunks[chunk].mark(start, pages, TAG_ALLOCATED);
+        if dirty_pages > pages {
+            let rest = dirty_pages - pages;
+            self.chunks[chunk].mark(start + pages, rest, TAG_DIRTY);
+            self.dirty
+                .insert((rest as u32, chunk as u32, (start + pages) as u32));
+            self.dirty_bytes += rest * PAGE_SIZE;
+        }
+        Some((chunk, start))
     }
 
     fn take_free(&mut self, pages: usize, align_pages: usize) -> Option<(usize, usize)> {
@@ -286,7 +356,7 @@ impl State {
         if aligned > start {
             self.insert_free(chunk, start, aligned - start);
         }
-        self.chunks[chunk].mark(aligned, pages, true);
+        self.chunks[chunk].mark(aligned, pages, TAG_ALLOCATED);
         let end = aligned + pages;
         if end < start + run {
             self.insert_free(chunk, end, start + run - end);
@@ -294,17 +364,18 @@ impl State {
     }
 
     fn insert_free(&mut self, chunk: usize, start: usize, pages: usize) {
-        self.chunks[chunk].mark(start, pages, false);
+        self.chunks[chunk].mark(start, pages, 0);
         self.free.insert((pages as u32, chunk as u32, start as u32));
     }
 
-    /// Returns an allocated extent to the free set, merging it with free neighbours.
+    /// Returns an allocated (already zeroed) extent to the clean free set, merging it with
+    /// clean free neighbours.
     fn release(&mut self, chunk: usize, mut start: usize, mut pages: usize) {
         let c = &mut self.chunks[chunk];
-        c.mark(start, pages, false);
+        c.mark(start, pages, 0);
         if start > 0 {
             let before = c.tag(start - 1);
-            if before & TAG_ALLOCATED == 0 {
+            if before & (TAG_ALLOCATED | TAG_DIRTY) == 0 {
                 let before_pages = (before >> TAG_PAGES_SHIFT) as usize;
                 let before_start = start - before_pages;
                 self.free
@@ -321,7 +392,7 @@ impl State {
             return;
         }
         let after = c.tag(end);
-        if after & TAG_ALLOCATED == 0 {
+        if after & (TAG_ALLOCATED | TAG_DIRTY) == 0 {
             let after_pages = (after >> TAG_PAGES_SHIFT) as usize;
             self.free
                 .remove(&(after_pages as u32, chunk as u32, end as u32));
@@ -420,12 +491,50 @@ mod tests {
     // The allocator state is global; these tests run serially through one lock of their own.
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+    fn big(size: usize, align: usize) -> *mut u8 {
+        alloc(size, align, |_| {}).unwrap().0
+    }
+
+    /// Frees that bypass the dirty cache, for tests of coalescing.
+    fn free_clean(p: *mut u8) -> Option<Extent> {
+        STATE.lock().dirty_bytes = DIRTY_BUDGET_BYTES;
+        let result = free(p, |_| {});
+        STATE.lock().dirty_bytes = 0;
+        result
+    }
+
+    #[test]
+    fn dirty_extents_are_reused_and_reported_as_dirty() {
+        let _g = SERIAL.lock().unwrap();
+        let (p, contents) = alloc(8 * PAGE_SIZE, 8, |_| {}).unwrap();
+        assert_eq!(contents, Contents::Zeroed);
+        // SAFETY: p is a live 8-page object.
+        unsafe { *p = 42 };
+        assert!(free(p, |_| {}).is_some());
+        assert!(
+            free(p, |_| {}).is_none(),
+            "double free of a dirty extent is refused"
+        );
+        let (q, contents) = alloc(6 * PAGE_SIZE, 8, |_| {}).unwrap();
+        assert_eq!(
+            (q, contents),
+            (p, Contents::Dirty),
+            "reused, and says it is not zeroed"
+        );
+        // The leftover 2 pages stay dirty and serve a 2-page request.
+        let (r, contents) = alloc(2 * PAGE_SIZE, 8, |_| {}).unwrap();
+        assert_eq!(contents, Contents::Dirty);
+        assert_eq!(r as usize, p as usize + 6 * PAGE_SIZE);
+        assert!(free_clean(q).is_some());
+        assert!(free_clean(r).is_some());
+    }
+
     #[test]
     fn alloc_free_reuse_and_coalesce() {
         let _g = SERIAL.lock().unwrap();
-        let a = alloc(3 * PAGE_SIZE, 8, |_| {});
-        let b = alloc(PAGE_SIZE + 1, 8, |_| {});
-        let c = alloc(PAGE_SIZE, 8, |_| {});
+        let a = big(3 * PAGE_SIZE, 8);
+        let b = big(PAGE_SIZE + 1, 8);
+        let c = big(PAGE_SIZE, 8);
         assert!(!a.is_null() && !b.is_null() && !c.is_null());
         assert_eq!(a as usize % PAGE_SIZE, 0);
         assert_eq!(extent_of(b).unwrap().len, 2 * PAGE_SIZE);
@@ -435,25 +544,25 @@ mod tests {
             assert_eq!(*b, 0);
             *b.add(2 * PAGE_SIZE - 1) = 7;
         }
-        assert!(free(b, |_| {}).is_some());
-        assert!(free(b, |_| {}).is_none(), "double free is refused");
-        assert!(free(a, |_| {}).is_some());
+        assert!(free_clean(b).is_some());
+        assert!(free_clean(b).is_none(), "double free is refused");
+        assert!(free_clean(a).is_some());
         // a (3 pages) and b (2 pages) coalesced: a 5-page request fits at a's address.
-        let d = alloc(5 * PAGE_SIZE, 8, |_| {});
+        let d = big(5 * PAGE_SIZE, 8);
         assert_eq!(d, a);
         // SAFETY: d is live and was freed memory: it must read zero.
         unsafe { assert_eq!(*d.add(4 * PAGE_SIZE - 1), 0) };
-        assert!(free(d, |_| {}).is_some());
-        assert!(free(c, |_| {}).is_some());
+        assert!(free_clean(d).is_some());
+        assert!(free_clean(c).is_some());
         assert!(extent_of(c).is_none());
     }
 
     #[test]
     fn aligned_and_interior_pointers() {
         let _g = SERIAL.lock().unwrap();
-        let p = alloc(PAGE_SIZE, 64 * 1024, |_| {});
+        let p = big(PAGE_SIZE, 64 * 1024);
         assert_eq!(p as usize % (64 * 1024), 0);
-        assert!(free(p.wrapping_add(PAGE_SIZE), |_| {}).is_none());
+        assert!(free_clean(p.wrapping_add(PAGE_SIZE)).is_none());
         let mut seen = 0;
         for_each_live(
             |e| {
@@ -464,17 +573,17 @@ mod tests {
             || {},
         );
         assert_eq!(seen, 1);
-        assert!(free(p, |_| {}).is_some());
+        assert!(free_clean(p).is_some());
         assert!(!contains(&seen as *const i32 as *const u8));
     }
 
     #[test]
     fn huge_objects_get_their_own_chunk() {
         let _g = SERIAL.lock().unwrap();
-        let p = alloc(CHUNK_BYTES + PAGE_SIZE, 8, |_| {});
+        let p = big(CHUNK_BYTES + PAGE_SIZE, 8);
         assert!(!p.is_null());
         assert_eq!(extent_of(p).unwrap().len, CHUNK_BYTES + PAGE_SIZE);
         assert!(free(p, |_| {}).is_some());
-        assert!(alloc(usize::MAX - 10, 8, |_| {}).is_null());
+        assert!(alloc(usize::MAX - 10, 8, |_| {}).is_none());
     }
 }

@@ -142,7 +142,7 @@ fn set_errno(value: i32) {
 #[inline]
 unsafe fn allocate(size: usize, align: usize) -> *mut c_void {
     let p = if size >= options::get().track_min_bytes {
-        allocate_tracked(size, align)
+        allocate_tracked(size, align).map_or(core::ptr::null_mut(), |(p, _)| p as *mut c_void)
     } else if plain_block_suffices(size, align) {
         // SAFETY: plain mimalloc allocation.
         unsafe { mi::mi_malloc(size) }
@@ -157,7 +157,7 @@ unsafe fn allocate(size: usize, align: usize) -> *mut c_void {
 }
 
 #[cold]
-fn allocate_tracked(size: usize, align: usize) -> *mut c_void {
+fn allocate_tracked(size: usize, align: usize) -> Option<(*mut u8, large::Contents)> {
     let guard = HookGuard::enter();
     let now = report::now_ns();
     let depth = options::get().site_depth;
@@ -166,13 +166,13 @@ fn allocate_tracked(size: usize, align: usize) -> *mut c_void {
     } else {
         0
     };
-    let p = large::alloc(size, align.max(PAGE_SIZE), |extent| {
+    let allocated = large::alloc(size, align.max(PAGE_SIZE), |extent| {
         report::push(EventKind::Alloc, 0, extent, now, site)
     });
     if guard.is_some() {
         report::tick(now);
     }
-    p as *mut c_void
+    allocated
 }
 
 #[inline]
@@ -309,9 +309,19 @@ mod exports {
             return core::ptr::null_mut();
         };
         if total >= options::get().track_min_bytes {
-            // Tracked memory comes from never-used or MADV_DONTNEED'd pages: already zero.
-            // SAFETY: forwards to our allocator.
-            unsafe { allocate(total, MIN_ALIGN) }
+            // Never-used or MADV_DONTNEED'd pages are already zero; only reused ones need it.
+            match allocate_tracked(total, MIN_ALIGN) {
+                Some((p, large::Contents::Zeroed)) => p as *mut c_void,
+                Some((p, large::Contents::Dirty)) => {
+                    // SAFETY: p is a fresh allocation of at least `total` bytes.
+                    unsafe { core::ptr::write_bytes(p, 0, total) };
+                    p as *mut c_void
+                }
+                None => {
+                    set_errno(libc::ENOMEM);
+                    core::ptr::null_mut()
+                }
+            }
         } else {
             // SAFETY: mimalloc's zeroing allocation.
             let p = unsafe { mi::mi_zalloc(total) };
