@@ -438,7 +438,7 @@ fn print_status(reply: &serde_json::Value) {
             .map(mib)
             .collect();
         println!(
-            "  pid {}: {} objects, {} tracked, per tier [{}]",
+            "  pid {}: {} objects, {} tracked; resident per tier at the last interval [{}]",
             p["pid"],
             p["objects"],
             mib(&p["tracked_bytes"]),

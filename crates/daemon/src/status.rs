@@ -17,7 +17,12 @@ pub fn status_json(d: &Daemon) -> Value {
                 "nodes": t.nodes,
                 "capacity_bytes": capacity,
                 "free_bytes": free,
-                "budget_bytes": d.last_interval.as_ref().and_then(|r| r.budget_bytes_by_tier.get(i)),
+                // The slowest tier takes whatever the faster ones do not: no budget (null).
+                "budget_bytes": d
+                    .last_interval
+                    .as_ref()
+                    .and_then(|r| r.budget_bytes_by_tier.get(i))
+                    .filter(|b| **b != u64::MAX),
             })
         })
         .collect();
@@ -35,6 +40,8 @@ pub fn status_json(d: &Daemon) -> Value {
                 "records": p.records.len(),
                 "pending_objects": p.pending.len(),
                 "tracked_bytes": p.tracked_bytes(),
+                // Resident bytes of the tracked objects on each tier, as located by move_pages at
+                // the last interval (and adjusted by that interval's migrations).
                 "bytes_per_tier": p.resident_bytes_by_tier,
                 "events": p.stats.events,
                 "events_dropped": header.dropped.load(std::sync::atomic::Ordering::Relaxed),
