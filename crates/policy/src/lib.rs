@@ -141,6 +141,11 @@ pub struct TierBudget {
     pub budget_bytes: u64,
 }
 
+/// Share of a tier's budget by which records already there may overstay it. Budgets move with
+/// free memory, which the daemon's own demotions change; without this slack a record at the
+/// edge would be demoted one interval and promoted back the next.
+pub const KEEP_SLACK: f64 = 0.02;
+
 /// Decides a tier for every candidate: walk them in priority order and place each in the
 /// fastest tier whose remaining budget (and the owning process's fast-tier cap) fits it; the
 /// slowest tier takes the rest. Two refinements over the paper's routine keep migrations honest:
@@ -157,6 +162,10 @@ pub fn assign_tiers(
 ) -> Vec<usize> {
     let slowest = budgets.len().saturating_sub(1);
     let mut remaining: Vec<u64> = budgets.iter().map(|b| b.budget_bytes).collect();
+    let slack: Vec<u64> = budgets
+        .iter()
+        .map(|b| (b.budget_bytes as f64 * KEEP_SLACK) as u64)
+        .collect();
     let mut process_fast_used = vec![0u64; process_fast_caps.len()];
     let mut assignment = vec![slowest; candidates.len()];
     for &index in order {
@@ -174,11 +183,20 @@ pub fn assign_tiers(
                     _ => true,
                 }
         };
+        let home = c.main_tier();
+        let fits = |tier: usize, remaining: u64| {
+            let allowance = if home == Some(tier) {
+                remaining + slack[tier]
+            } else {
+                remaining
+            };
+            bytes <= allowance
+        };
         let chosen = (lowest_allowed..slowest)
-            .find(|&tier| bytes <= remaining[tier] && within_process_cap(tier))
+            .find(|&tier| fits(tier, remaining[tier]) && within_process_cap(tier))
             .unwrap_or(slowest);
         if chosen < slowest {
-            remaining[chosen] -= bytes;
+            remaining[chosen] = remaining[chosen].saturating_sub(bytes);
             if chosen == 0 {
                 if let Some(used) = process_fast_used.get_mut(c.process) {
                     *used += bytes;
@@ -289,6 +307,29 @@ mod tests {
             },
         ];
         assert_eq!(assign_tiers(&c, &order, &budgets, &[None]), vec![1]);
+    }
+
+    #[test]
+    fn records_at_the_budget_edge_stay_put() {
+        // Budget 100 MiB; 99 MiB of hotter records come first; a 2 MiB record already in the
+        // fast tier stays (within the 2 % slack), one in the slow tier is not promoted.
+        let hotter = cand(0, 99 * MIB, 1000.0, [99 * MIB, 0]);
+        let resident = cand(1, 2 * MIB, 1.0, [2 * MIB, 0]);
+        let outside = cand(2, 2 * MIB, 1.0, [0, 2 * MIB]);
+        let budgets = [
+            TierBudget {
+                budget_bytes: 100 * MIB,
+            },
+            TierBudget {
+                budget_bytes: u64::MAX,
+            },
+        ];
+        let c = vec![hotter.clone(), resident];
+        let order = prioritize(&c, Prioritization::Apb);
+        assert_eq!(assign_tiers(&c, &order, &budgets, &[None]), vec![0, 0]);
+        let c = vec![hotter, outside];
+        let order = prioritize(&c, Prioritization::Apb);
+        assert_eq!(assign_tiers(&c, &order, &budgets, &[None]), vec![0, 1]);
     }
 
     #[test]
