@@ -448,14 +448,38 @@ mod tests {
         }
     }
 
+    /// A daemon with one process, a synthetic topology, no access source, and `fake` as its
+    /// kernel; sysfs is an empty directory, so free memory stays as the topology says.
+    fn daemon_with(
+        topology: Topology,
+        process: crate::process::Process,
+        fake: &Arc<Mutex<RecordingPageMover>>,
+        sys: &tempfile::TempDir,
+    ) -> Daemon {
+        let mut config = DaemonConfig::new(sys.path().join("sock"));
+        config.sys_root = sys.path().to_owned();
+        Daemon {
+            config,
+            topology,
+            processes: BTreeMap::from([(process.id, process)]),
+            source: AccessSource::None {
+                reason: "test".into(),
+            },
+            mover: Box::new(fake.clone()),
+            started: Instant::now(),
+            totals: Default::default(),
+            last_interval: None,
+            next_process_id: 2,
+            euid: 0,
+        }
+    }
+
     /// The whole interval against a recording fake kernel: a hot object in the slow tier and a
     /// fast tier full of cold ones. Exactly enough cold pages are demoted, before the hot object
     /// is promoted, and nothing else moves.
     #[test]
     fn interval_demotes_then_promotes_through_the_page_mover() {
-        let sys = tempfile::tempdir().unwrap(); // empty: free memory stays as given below
-        let mut config = DaemonConfig::new(sys.path().join("sock"));
-        config.sys_root = sys.path().to_owned();
+        let sys = tempfile::tempdir().unwrap();
         let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
         let (mut p, _peer) = process();
         let pid = p.pid;
@@ -472,20 +496,7 @@ mod tests {
         fake.lock().unwrap().place(pid, hot, 2 * MIB, 1);
         p.drain();
         p.records.get_mut(&hot).unwrap().interval_accesses = 100.0;
-        let mut daemon = Daemon {
-            config,
-            topology: two_tiers(10 * MIB, 0),
-            processes: BTreeMap::from([(p.id, p)]),
-            source: AccessSource::None {
-                reason: "test".into(),
-            },
-            mover: Box::new(fake.clone()),
-            started: Instant::now(),
-            totals: Default::default(),
-            last_interval: None,
-            next_process_id: 2,
-            euid: 0,
-        };
+        let mut daemon = daemon_with(two_tiers(10 * MIB, 0), p, &fake, &sys);
         daemon.interval();
 
         let fake = fake.lock().unwrap();
@@ -537,27 +548,12 @@ mod tests {
     #[test]
     fn a_vanished_process_is_skipped() {
         let sys = tempfile::tempdir().unwrap();
-        let mut config = DaemonConfig::new(sys.path().join("sock"));
-        config.sys_root = sys.path().to_owned();
         let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
         let (mut p, _peer) = process();
         push(&p, EventKind::Alloc, 0x10_0000, MIB, event_flags::SNAPSHOT);
         p.drain();
         fake.lock().unwrap().gone.push(p.pid);
-        let mut daemon = Daemon {
-            config,
-            topology: two_tiers(10 * MIB, 10 * MIB),
-            processes: BTreeMap::from([(p.id, p)]),
-            source: AccessSource::None {
-                reason: "test".into(),
-            },
-            mover: Box::new(fake.clone()),
-            started: Instant::now(),
-            totals: Default::default(),
-            last_interval: None,
-            next_process_id: 2,
-            euid: 0,
-        };
+        let mut daemon = daemon_with(two_tiers(10 * MIB, 10 * MIB), p, &fake, &sys);
         daemon.interval();
         assert_eq!(daemon.totals.intervals, 1);
         assert!(fake.lock().unwrap().moves().is_empty());
