@@ -2,6 +2,7 @@
 # Acceptance tests of the first tiering path, run INSIDE the tiered VM as root:
 #   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh small-fast
 #   scripts/tiered-vm --fast-mem 2G   --slow-mem 2G -- tests/vm/tiering.sh capped
+#   scripts/tiered-vm --topology 3tier -- tests/vm/tiering.sh three-tier
 # Each scenario runs tierbench once without objtier (the baseline must leave the hot objects
 # slow) and once under `objtier run`, and judges both by tierbench's own ground truth
 # (move_pages status of its pages), never by objtier's counters.
@@ -24,7 +25,7 @@ trap cleanup EXIT
 
 bench() { "$BIN/tierbench" hotcold --objects 8 --size 96M --hot 2 --json "$@"; }
 
-scenario=${1:?usage: tiering.sh small-fast|capped}
+scenario=${1:?usage: tiering.sh small-fast|capped|three-tier}
 echo "== $scenario: $(grep -h MemTotal /sys/devices/system/node/node*/meminfo | tr -s ' ' | tr '\n' ';')"
 case $scenario in
 small-fast)
@@ -80,6 +81,19 @@ capped)
 		pass objtier-promotes-within-fast-capacity
 	else
 		fail objtier-promotes-within-fast-capacity; daemon_log
+	fi
+	;;
+three-tier)
+	# HBM-like node 1 is the fastest tier, DRAM (node 0, with the CPUs) the middle one.
+	# First touch puts everything in DRAM; only objtier can lift the hot objects into HBM.
+	bench --seconds 10 > "$WORK/plain.json"
+	if python3 $CHECK "$WORK/plain.json" --below 0.4; then pass three-tier-baseline-in-dram; else fail three-tier-baseline-in-dram; fi
+	"$BIN/objtier" run --daemon-log "$WORK/daemon.log" -- "$BIN/tierbench" hotcold \
+		--objects 8 --size 96M --hot 2 --seconds 20 --json > "$WORK/objtier.json"
+	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 10; then
+		pass objtier-promotes-into-the-fastest-of-three-tiers
+	else
+		fail objtier-promotes-into-the-fastest-of-three-tiers; daemon_log
 	fi
 	;;
 *)
