@@ -29,6 +29,13 @@ scenario=${1:?usage: tiering.sh small-fast|capped|three-tier}
 echo "== $scenario: $(grep -h MemTotal /sys/devices/system/node/node*/meminfo | tr -s ' ' | tr '\n' ';')"
 case $scenario in
 small-fast)
+	# doctor agrees with what the kernel offers here: two tiers, DAMON usable.
+	if "$BIN/objtier" doctor --json > "$WORK/doctor.json" &&
+		python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["auto_source"] == "damon" and len(d["topology"]["tiers"]) == 2 and d["move_pages"]["works"] else 1)' "$WORK/doctor.json"; then
+		pass doctor-sees-two-tiers-and-damon
+	else
+		fail doctor-sees-two-tiers-and-damon; cat "$WORK/doctor.json"
+	fi
 	# 512 MiB fast node, 768 MiB of objects: first touch fills the fast node with the cold
 	# objects and leaves the hot ones (allocated last) in the slow tier.
 	bench --seconds 12 > "$WORK/plain.json"

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+mod doctor;
+
 #[derive(Parser)]
 #[command(
     name = "objtier",
@@ -34,6 +36,15 @@ enum Cmd {
     Daemon(DaemonArgs),
     /// Show the daemon's tiers and attached processes.
     Status(StatusArgs),
+    /// Check this machine: NUMA nodes and tiers, page migration, and which access sources work.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Args)]
+struct DoctorArgs {
+    /// Print the findings as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -185,6 +196,7 @@ fn main() -> ExitCode {
         Cmd::Run(args) => run(args),
         Cmd::Daemon(args) => daemon(args),
         Cmd::Status(args) => status(args),
+        Cmd::Doctor(args) => doctor::run(args.json),
     };
     match result {
         Ok(code) => code,

@@ -6,11 +6,13 @@
 //!   planners and daemons can be tested on any laptop, and `--dry-run` comes for free.
 //! - [`damon`]: the DAMON sysfs interface behind a file layer with a dry-run mode.
 //! - [`socket`]: peer credentials and fd passing on Unix sockets.
+//! - [`probe`]: read-only checks of what the machine offers, for `objtier doctor`.
 //!
 //! Policy lives elsewhere (`objtier-policy`); nothing here decides anything.
 
 pub mod damon;
 pub mod pages;
+pub mod probe;
 pub mod socket;
 pub mod topology;
 

@@ -1,0 +1,318 @@
+//! Read-only probes of what this machine offers objtier, for `objtier doctor`.
+//!
+//! Nothing here writes anything: a probe reads sysfs and /proc (under a root path, so tests
+//! feed captured trees) and says, for each access source, whether objtier can use it, the exact
+//! reason when it cannot, and what the user could do about it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// What doctor says about one access source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceReport {
+    pub name: &'static str,
+    /// objtier has this source today (others are reported so users know what their machine has).
+    pub implemented: bool,
+    pub usable: bool,
+    /// What was found, in a sentence.
+    pub detail: String,
+    /// What the user could do, when it is not usable.
+    pub remedy: Option<String>,
+}
+
+fn read_trim(path: &Path) -> Option<String> {
+    fs::read_to_string(path).ok().map(|s| s.trim().to_owned())
+}
+
+/// Roots of the trees the probes read.
+#[derive(Clone, Debug)]
+pub struct Roots {
+    pub sys: PathBuf,
+    pub proc: PathBuf,
+    /// Where kernel build configs live (`/boot`).
+    pub boot: PathBuf,
+    /// objtier's DAMON owner file (`/run/objtier/damon-owner`).
+    pub damon_owner_file: PathBuf,
+}
+
+impl Default for Roots {
+    fn default() -> Self {
+        Self {
+            sys: "/sys".into(),
+            proc: "/proc".into(),
+            boot: "/boot".into(),
+            damon_owner_file: "/run/objtier/damon-owner".into(),
+        }
+    }
+}
+
+/// A `CONFIG_*` value from `/boot/config-<release>`, if that file exists.
+fn kernel_config(roots: &Roots, key: &str) -> Option<String> {
+    let release = read_trim(&roots.proc.join("sys/kernel/osrelease"))?;
+    let text = fs::read_to_string(roots.boot.join(format!("config-{release}"))).ok()?;
+    text.lines().find_map(|line| {
+        if line == format!("# {key} is not set") {
+            Some("n".to_owned())
+        } else {
+            line.strip_prefix(&format!("{key}=")).map(str::to_owned)
+        }
+    })
+}
+
+/// DAMON through sysfs: present, free to use (or used by objtier), privileged enough, and with
+/// virtual-address operations.
+pub fn probe_damon(roots: &Roots, euid: u32) -> SourceReport {
+    let admin = roots.sys.join("kernel/mm/damon/admin");
+    let kdamonds = admin.join("kdamonds");
+    let unusable = |detail: String, remedy: &str| SourceReport {
+        name: "damon",
+        implemented: true,
+        usable: false,
+        detail,
+        remedy: Some(remedy.to_owned()),
+    };
+    if !admin.is_dir() {
+        let config = kernel_config(roots, "CONFIG_DAMON_SYSFS")
+            .map_or(String::new(), |v| format!(" (CONFIG_DAMON_SYSFS={v})"));
+        return unusable(
+            format!(
+                "{} does not exist: the kernel has no DAMON sysfs interface{config}",
+                admin.display()
+            ),
+            "use a 5.18+ kernel built with CONFIG_DAMON_SYSFS and CONFIG_DAMON_VADDR \
+             (e.g. Debian trixie's 6.12)",
+        );
+    }
+    let count: usize = read_trim(&kdamonds.join("nr_kdamonds"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let running: Vec<usize> = (0..count)
+        .filter(|i| read_trim(&kdamonds.join(format!("{i}/state"))).as_deref() == Some("on"))
+        .collect();
+    let owner = read_trim(&roots.damon_owner_file).and_then(|s| s.parse::<u32>().ok());
+    let owner_alive = owner.filter(|pid| roots.proc.join(pid.to_string()).exists());
+    // Operations: readable from an existing context; otherwise from the kernel config.
+    let operations: Option<Vec<String>> = (0..count).find_map(|i| {
+        read_trim(&kdamonds.join(format!("{i}/contexts/0/avail_operations")))
+            .map(|s| s.split_whitespace().map(str::to_owned).collect())
+    });
+    let vaddr = match &operations {
+        Some(ops) => Some(ops.iter().any(|o| o == "vaddr")),
+        None => kernel_config(roots, "CONFIG_DAMON_VADDR").map(|v| v == "y"),
+    };
+    if vaddr == Some(false) {
+        return unusable(
+            format!(
+                "DAMON cannot monitor virtual addresses here (operations: {}; CONFIG_DAMON_VADDR \
+                 is not set)",
+                operations.map_or("unknown".into(), |o| o.join(" "))
+            ),
+            "use a kernel built with CONFIG_DAMON_VADDR",
+        );
+    }
+    if euid != 0 {
+        return unusable(
+            format!(
+                "{} is writable only by root",
+                kdamonds.join("nr_kdamonds").display()
+            ),
+            "run the objtier daemon as root (it serves every user's processes)",
+        );
+    }
+    if let Some(pid) = owner_alive {
+        return SourceReport {
+            name: "damon",
+            implemented: true,
+            usable: true,
+            detail: format!("in use by the objtier daemon (pid {pid})"),
+            remedy: None,
+        };
+    }
+    if let Some(&index) = running.first() {
+        return unusable(
+            format!(
+                "another tool runs kdamond {index} ({count} kdamond(s) exist); the kernel cannot \
+                 add a kdamond while one runs, and objtier never takes over one it did not create"
+            ),
+            "stop the other DAMON user (e.g. `damo stop`, or disable DAMON_RECLAIM/LRU_SORT) \
+             before starting the objtier daemon",
+        );
+    }
+    if count > 0 && owner.is_none() {
+        return unusable(
+            format!("{count} stopped kdamond(s) configured by another tool exist; adding one would reset them"),
+            &format!("clear them if unused: echo 0 > {}", kdamonds.join("nr_kdamonds").display()),
+        );
+    }
+    let precision = match &operations {
+        Some(ops) if ops.iter().any(|o| o == "fvaddr") => {
+            "fvaddr: monitors exactly the tracked objects' ranges"
+        }
+        Some(_) => "vaddr only: monitors whole address spaces (coarser)",
+        None => "fvaddr or vaddr, whichever the kernel offers (checked when the daemon starts)",
+    };
+    SourceReport {
+        name: "damon",
+        implemented: true,
+        usable: true,
+        detail: format!("available ({precision}); page-access bits sampled by the kernel"),
+        remedy: None,
+    }
+}
+
+/// PMU address sampling (PEBS, IBS, SPE). objtier does not use it yet; doctor says what the
+/// machine would offer.
+pub fn probe_perf(roots: &Roots) -> SourceReport {
+    let devices_dir = roots.sys.join("bus/event_source/devices");
+    let mut devices: Vec<String> = fs::read_dir(&devices_dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    devices.sort();
+    let paranoid = read_trim(&roots.proc.join("sys/kernel/perf_event_paranoid"));
+    let hardware: Vec<&String> = devices
+        .iter()
+        .filter(|d| {
+            d.as_str() == "cpu"
+                || d.starts_with("cpu_")
+                || d.as_str() == "ibs_op"
+                || d.starts_with("arm_spe")
+        })
+        .collect();
+    let mem_loads = ["cpu", "cpu_core"]
+        .iter()
+        .any(|pmu| devices_dir.join(pmu).join("events/mem-loads").exists());
+    let what = if hardware.is_empty() {
+        format!(
+            "no hardware PMU (event sources: {}); usual in VMs without PMU passthrough",
+            if devices.is_empty() {
+                "none".into()
+            } else {
+                devices.join(", ")
+            }
+        )
+    } else {
+        let kinds: Vec<&str> = hardware
+            .iter()
+            .map(|d| match d.as_str() {
+                "ibs_op" => "AMD IBS op sampling",
+                d if d.starts_with("arm_spe") => "Arm SPE",
+                _ if mem_loads => "Intel PEBS (mem-loads)",
+                _ => "a CPU PMU without the mem-loads event",
+            })
+            .collect();
+        format!("hardware PMU: {}", kinds.join(", "))
+    };
+    let paranoid_note = match paranoid.as_deref().and_then(|p| p.parse::<i32>().ok()) {
+        Some(p) if p > 0 => format!(
+            "; perf_event_paranoid={p} (system-wide sampling needs root or CAP_PERFMON, or \
+             sysctl kernel.perf_event_paranoid=-1)"
+        ),
+        Some(p) => format!("; perf_event_paranoid={p}"),
+        None => "; perf_event_paranoid unreadable (kernel without perf events?)".into(),
+    };
+    SourceReport {
+        name: "perf",
+        implemented: false,
+        usable: false,
+        detail: format!("{what}{paranoid_note}"),
+        remedy: Some(
+            "objtier's PMU address-sampling source is not implemented yet; DAMON is used instead"
+                .into(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree() -> (tempfile::TempDir, Roots) {
+        let dir = tempfile::tempdir().unwrap();
+        let roots = Roots {
+            sys: dir.path().join("sys"),
+            proc: dir.path().join("proc"),
+            boot: dir.path().join("boot"),
+            damon_owner_file: dir.path().join("run/damon-owner"),
+        };
+        (dir, roots)
+    }
+
+    fn write(path: PathBuf, text: &str) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn damon_missing_busy_unprivileged_and_ready() {
+        let (_dir, roots) = tree();
+        write(roots.proc.join("sys/kernel/osrelease"), "6.1.0-x\n");
+        write(
+            roots.boot.join("config-6.1.0-x"),
+            "# CONFIG_DAMON_SYSFS is not set\n",
+        );
+        let r = probe_damon(&roots, 0);
+        assert!(
+            !r.usable && r.detail.contains("CONFIG_DAMON_SYSFS=n"),
+            "{r:?}"
+        );
+
+        let k = roots.sys.join("kernel/mm/damon/admin/kdamonds");
+        write(k.join("nr_kdamonds"), "0\n");
+        write(roots.boot.join("config-6.1.0-x"), "CONFIG_DAMON_VADDR=y\n");
+        let r = probe_damon(&roots, 1000);
+        assert!(!r.usable && r.remedy.unwrap().contains("root"));
+        let r = probe_damon(&roots, 0);
+        assert!(r.usable, "{r:?}");
+
+        // The host of this project: someone else's paddr kdamond is running.
+        write(k.join("nr_kdamonds"), "1\n");
+        write(k.join("0/state"), "on\n");
+        write(k.join("0/contexts/0/avail_operations"), "paddr\n");
+        let r = probe_damon(&roots, 0);
+        assert!(
+            !r.usable && r.detail.contains("CONFIG_DAMON_VADDR"),
+            "{r:?}"
+        );
+        write(
+            k.join("0/contexts/0/avail_operations"),
+            "vaddr fvaddr paddr\n",
+        );
+        let r = probe_damon(&roots, 0);
+        assert!(!r.usable && r.detail.contains("another tool"), "{r:?}");
+
+        // ...unless it is objtier's own, by a live daemon.
+        write(roots.damon_owner_file.clone(), "4242\n");
+        fs::create_dir_all(roots.proc.join("4242")).unwrap();
+        let r = probe_damon(&roots, 0);
+        assert!(r.usable && r.detail.contains("4242"), "{r:?}");
+    }
+
+    #[test]
+    fn perf_reports_what_the_machine_has() {
+        let (_dir, roots) = tree();
+        write(roots.proc.join("sys/kernel/perf_event_paranoid"), "2\n");
+        for d in ["software", "tracepoint", "breakpoint"] {
+            fs::create_dir_all(roots.sys.join("bus/event_source/devices").join(d)).unwrap();
+        }
+        let r = probe_perf(&roots);
+        assert!(!r.usable && !r.implemented);
+        assert!(
+            r.detail.contains("no hardware PMU") && r.detail.contains("paranoid=2"),
+            "{r:?}"
+        );
+        write(
+            roots
+                .sys
+                .join("bus/event_source/devices/cpu/events/mem-loads"),
+            "event=0xcd\n",
+        );
+        let r = probe_perf(&roots);
+        assert!(r.detail.contains("PEBS"), "{r:?}");
+        fs::create_dir_all(roots.sys.join("bus/event_source/devices/ibs_op")).unwrap();
+        assert!(probe_perf(&roots).detail.contains("IBS"));
+    }
+}
