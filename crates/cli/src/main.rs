@@ -101,6 +101,10 @@ struct DaemonArgs {
     /// Cap on the bytes objtier places in the fastest tier, across all processes.
     #[arg(long, value_parser = parse_size)]
     fast_capacity: Option<u64>,
+    /// With processes of different priority attached: let lower-priority ones use the fastest
+    /// tier except for SIZE kept for the highest priority (default: keep them out entirely).
+    #[arg(long, value_parser = parse_size)]
+    fast_reserve: Option<u64>,
     /// DAMON sampling interval.
     #[arg(long, default_value = "5ms", value_parser = parse_duration)]
     damon_sample: Duration,
@@ -227,6 +231,7 @@ fn daemon(args: DaemonArgs) -> anyhow::Result<ExitCode> {
     config.source = args.source;
     config.tiers = args.tiers;
     config.fast_capacity_bytes = args.fast_capacity;
+    config.fast_reserve_bytes = args.fast_reserve;
     config.dry_run = args.dry_run;
     config.exit_when_idle = args.exit_when_idle;
     config.exit_with_pid = args.exit_with_pid;

@@ -48,6 +48,10 @@ pub struct DaemonConfig {
     pub tiers: Option<Vec<Vec<u32>>>,
     /// Cap on the bytes objtier places in the fastest tier, across all processes.
     pub fast_capacity_bytes: Option<u64>,
+    /// While processes of different priority are attached, lower-priority ones may use the
+    /// fastest tier except for this many bytes kept for the highest priority. None: they are
+    /// kept out of it entirely (the paper's policy).
+    pub fast_reserve_bytes: Option<u64>,
     /// Plan and log, but move nothing.
     pub dry_run: bool,
     /// Exit once no process has been attached for `idle_linger` (used by `objtier run`).
@@ -76,6 +80,7 @@ impl DaemonConfig {
             damon: DamonAttrs::default(),
             tiers: None,
             fast_capacity_bytes: None,
+            fast_reserve_bytes: None,
             dry_run: false,
             exit_when_idle: false,
             idle_linger: Duration::from_secs(3),

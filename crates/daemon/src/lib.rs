@@ -237,8 +237,16 @@ impl Daemon {
             if Instant::now() >= next_interval {
                 self.interval();
                 next_interval += self.config.interval;
-                if next_interval < Instant::now() {
-                    // The step overran (e.g. a long migration): skip missed ticks.
+                let deferred = self
+                    .last_interval
+                    .as_ref()
+                    .is_some_and(|r| r.deferred_pages > 0);
+                if deferred {
+                    // Migration work is left: plan it again right away (after this loop's
+                    // housekeeping), not an interval later.
+                    next_interval = Instant::now();
+                } else if next_interval < Instant::now() {
+                    // The step overran: skip missed ticks.
                     next_interval = Instant::now() + self.config.interval;
                 }
             }

@@ -7,13 +7,18 @@
 //!    charged with what is really resident and moves name only pages that must move.
 //! 4. `objtier-policy` orders the records and assigns each a tier, filling tiers fastest first
 //!    up to their budget.
-//! 5. Pages are moved: all demotions first (they free the room promotions need), coldest
-//!    first; then promotions, hottest first.
+//! 5. Pages are moved in batches, hottest promotions first, each preceded by just the demotions
+//!    (coldest first) that make its room in the fast tier; the other demotions follow. Moving
+//!    every demotion before any promotion would keep the hottest pages waiting behind a whole
+//!    eviction, many seconds when a high-priority program displaces another. A step migrates
+//!    for at most one interval; the rest is planned again at once, with fresh samples.
 
 use crate::{monotonic_ns, Daemon};
-use objtier_policy::{assign_tiers, ema, prioritize, tier_budget, Candidate, TierBudget};
+use objtier_policy::{
+    assign_tiers, ema, prioritize, tier_budget, Candidate, ProcessPolicy, TierBudget,
+};
 use objtier_sys::damon::{coalesce_ranges, Target};
-use objtier_sys::pages::{MoveError, PageStatus};
+use objtier_sys::pages::{MoveError, PageStatus, BATCH_PAGES};
 use objtier_wire::PAGE_SIZE;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -46,11 +51,52 @@ pub struct IntervalReport {
     pub promoted_pages: u64,
     pub demoted_pages: u64,
     pub failed_pages: u64,
+    /// Pages left for the next interval because this one's migration time ran out.
+    pub deferred_pages: u64,
     pub source_error: Option<String>,
 }
 
 /// Most ranges handed to DAMON per process; beyond, the closest records share a region.
 const MAX_RANGES_PER_PROCESS: usize = 2000;
+
+/// Splits both move lists into batches of at most `BATCH_PAGES` and orders them so that the
+/// hottest pages move first, each promotion into the fastest tier preceded by just enough
+/// demotions to make its room there (`fast_room_pages`: free pages of the fastest tier beyond
+/// the fill reserve); the demotions that no promotion needed follow. Yields
+/// (process, tier, pages, is_demotion).
+fn schedule_batches(
+    demotions: Vec<(usize, usize, Vec<u64>)>,
+    promotions: Vec<(usize, usize, Vec<u64>)>,
+    mut fast_room_pages: i64,
+) -> Vec<(usize, usize, Vec<u64>, bool)> {
+    let split = |list: Vec<(usize, usize, Vec<u64>)>, demote: bool| {
+        list.into_iter()
+            .flat_map(move |(pi, tier, pages)| {
+                pages
+                    .chunks(BATCH_PAGES)
+                    .map(|c| (pi, tier, c.to_vec(), demote))
+                    .collect::<Vec<_>>()
+            })
+            .collect::<std::collections::VecDeque<_>>()
+    };
+    let (mut down, up) = (split(demotions, true), split(promotions, false));
+    let mut out = Vec::with_capacity(down.len() + up.len());
+    for batch in up {
+        if batch.1 == 0 {
+            while fast_room_pages < batch.2.len() as i64 {
+                let Some(demotion) = down.pop_front() else {
+                    break;
+                };
+                fast_room_pages += demotion.2.len() as i64;
+                out.push(demotion);
+            }
+            fast_room_pages -= batch.2.len() as i64;
+        }
+        out.push(batch);
+    }
+    out.extend(down);
+    out
+}
 
 /// Pages of one record, located in the per-process page list.
 struct RecordPages {
@@ -167,10 +213,13 @@ impl Daemon {
         let mut statuses: Vec<Vec<PageStatus>> = Vec::with_capacity(process_ids.len());
         let mut candidates = Vec::new();
         let mut spans = Vec::new();
-        let mut caps = Vec::with_capacity(process_ids.len());
+        let mut policies = Vec::with_capacity(process_ids.len());
         for (pi, id) in process_ids.iter().enumerate() {
             let p = &self.processes[id];
-            caps.push(p.fast_capacity_bytes);
+            policies.push(ProcessPolicy {
+                fast_cap_bytes: p.fast_capacity_bytes,
+                priority: p.priority,
+            });
             let pages: Vec<u64> = p
                 .records
                 .iter()
@@ -250,7 +299,13 @@ impl Daemon {
         }
         report.budget_bytes_by_tier = budgets.iter().map(|b| b.budget_bytes).collect();
         let order = prioritize(&candidates, self.config.prioritization);
-        let assignment = assign_tiers(&candidates, &order, &budgets, &caps);
+        let assignment = assign_tiers(
+            &candidates,
+            &order,
+            &budgets,
+            &policies,
+            self.config.fast_reserve_bytes,
+        );
 
         // 5. Migrate: demotions (coldest first), then promotions (hottest first).
         let target_nodes: Vec<u32> = (0..tiers).map(|t| self.target_node(t)).collect();
@@ -280,57 +335,68 @@ impl Daemon {
             );
         }
         let mut dead = vec![false; process_ids.len()];
-        for (batch, demote) in [(demotions, true), (promotions, false)] {
-            for (pi, tier, pages) in batch {
-                if dead[pi] {
+        let migration_started = Instant::now();
+        let fast_room_pages = {
+            let (capacity, free) = self.topology.tier_bytes(0);
+            let reserve = (capacity as f64 * (1.0 - self.config.fill)) as u64;
+            free.saturating_sub(reserve) as i64 / PAGE_SIZE as i64
+        };
+        for (pi, tier, pages, demote) in schedule_batches(demotions, promotions, fast_room_pages) {
+            // Migration work per interval is bounded by the interval: what is left is planned
+            // again next interval with fresh samples (a new high-priority program, a phase
+            // change), instead of the daemon going deaf for the whole of a long eviction.
+            if migration_started.elapsed() >= self.config.interval {
+                report.deferred_pages += pages.len() as u64;
+                continue;
+            }
+            if dead[pi] {
+                continue;
+            }
+            let pid = self.processes[&process_ids[pi]].pid;
+            let node = target_nodes[tier];
+            let mut status = vec![0; pages.len()];
+            match self.mover.move_to(pid, &pages, node, &mut status) {
+                Ok(()) => {}
+                Err(MoveError::ProcessGone { .. }) => {
+                    tracing::info!(pid, "process exited during migration; skipping it");
+                    self.totals.processes_gone_mid_migration += 1;
+                    dead[pi] = true;
                     continue;
                 }
-                let pid = self.processes[&process_ids[pi]].pid;
-                let node = target_nodes[tier];
-                let mut status = vec![0; pages.len()];
-                match self.mover.move_to(pid, &pages, node, &mut status) {
-                    Ok(()) => {}
-                    Err(MoveError::ProcessGone { .. }) => {
-                        tracing::info!(pid, "process exited during migration; skipping it");
-                        self.totals.processes_gone_mid_migration += 1;
-                        dead[pi] = true;
-                        continue;
-                    }
-                    Err(e) => {
-                        tracing::warn!(pid, "migration failed: {e}");
-                        status.fill(-libc::EIO);
-                    }
+                Err(e) => {
+                    tracing::warn!(pid, "migration failed: {e}");
+                    status.fill(-libc::EIO);
                 }
-                let moved = status.iter().filter(|&&s| s == node as i32).count() as u64;
-                let failed = status.len() as u64 - moved;
-                for &s in status.iter().filter(|&&s| s < 0) {
-                    *self
-                        .totals
-                        .failures_by_errno
-                        .entry(errno_name(-s))
-                        .or_default() += 1;
-                }
-                if demote {
-                    report.demoted_pages += moved;
-                } else {
-                    report.promoted_pages += moved;
-                }
-                report.failed_pages += failed;
-                if let Some(p) = self.processes.get_mut(&process_ids[pi]) {
-                    // Keep the status view roughly current until the next query.
-                    let moved_bytes = moved * PAGE_SIZE as u64;
-                    let to = &mut p.resident_bytes_by_tier;
-                    if tier < to.len() {
-                        to[tier] += moved_bytes;
-                        // Pages left a different tier; charge the nearest one on the other side.
-                        let from = if demote {
-                            tier.saturating_sub(1)
-                        } else {
-                            tier + 1
-                        };
-                        if from < to.len() {
-                            to[from] = to[from].saturating_sub(moved_bytes);
-                        }
+            }
+            let moved = status.iter().filter(|&&s| s == node as i32).count() as u64;
+            let failed = status.len() as u64 - moved;
+            for &s in status.iter().filter(|&&s| s < 0) {
+                *self
+                    .totals
+                    .failures_by_errno
+                    .entry(errno_name(-s))
+                    .or_default() += 1;
+            }
+            if demote {
+                report.demoted_pages += moved;
+            } else {
+                report.promoted_pages += moved;
+            }
+            report.failed_pages += failed;
+            if let Some(p) = self.processes.get_mut(&process_ids[pi]) {
+                // Keep the status view roughly current until the next query.
+                let moved_bytes = moved * PAGE_SIZE as u64;
+                let to = &mut p.resident_bytes_by_tier;
+                if tier < to.len() {
+                    to[tier] += moved_bytes;
+                    // Pages left a different tier; charge the nearest one on the other side.
+                    let from = if demote {
+                        tier.saturating_sub(1)
+                    } else {
+                        tier + 1
+                    };
+                    if from < to.len() {
+                        to[from] = to[from].saturating_sub(moved_bytes);
                     }
                 }
             }
@@ -345,6 +411,7 @@ impl Daemon {
                 promoted_pages = report.promoted_pages,
                 demoted_pages = report.demoted_pages,
                 failed_pages = report.failed_pages,
+                deferred_pages = report.deferred_pages,
                 duration_ms = report.duration_ms,
                 "migrated"
             );

@@ -146,19 +146,35 @@ pub struct TierBudget {
 /// edge would be demoted one interval and promoted back the next.
 pub const KEEP_SLACK: f64 = 0.02;
 
+/// What the planner knows about each process (indexed by `Candidate::process`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessPolicy {
+    /// Cap on the bytes this process may hold in the fastest tier (`objtier run
+    /// --fast-capacity`).
+    pub fast_cap_bytes: Option<u64>,
+    /// Application priority; higher wins the fastest tier (section 5.5).
+    pub priority: i32,
+}
+
 /// Decides a tier for every candidate: walk them in priority order and place each in the
 /// fastest tier whose remaining budget (and the owning process's fast-tier cap) fits it; the
 /// slowest tier takes the rest. Two refinements over the paper's routine keep migrations honest:
 /// a record not seen accessed in the latest interval is never moved *up* (no reason to spend
 /// bandwidth on it), and budgets are charged by resident bytes (untouched pages cost no memory).
 ///
-/// `process_fast_caps[p]` caps the bytes process `p` may hold in tier 0 (None = no cap).
+/// Priorities (section 5.5): while processes of different priority are attached, only the
+/// highest-priority processes' objects compete for the fastest tier; the others' are kept out
+/// of it (and so demoted). With `fast_reserve_bytes` (the paper's suggested refinement) the
+/// others may still use the fastest tier, except for that many bytes of its budget, reserved
+/// for the highest-priority processes.
+///
 /// Returns the chosen tier per candidate, indexed like `candidates`.
 pub fn assign_tiers(
     candidates: &[Candidate],
     order: &[usize],
     budgets: &[TierBudget],
-    process_fast_caps: &[Option<u64>],
+    processes: &[ProcessPolicy],
+    fast_reserve_bytes: Option<u64>,
 ) -> Vec<usize> {
     let slowest = budgets.len().saturating_sub(1);
     let mut remaining: Vec<u64> = budgets.iter().map(|b| b.budget_bytes).collect();
@@ -166,22 +182,45 @@ pub fn assign_tiers(
         .iter()
         .map(|b| (b.budget_bytes as f64 * KEEP_SLACK) as u64)
         .collect();
-    let mut process_fast_used = vec![0u64; process_fast_caps.len()];
+    let top_priority = candidates
+        .iter()
+        .filter_map(|c| processes.get(c.process))
+        .map(|p| p.priority)
+        .max()
+        .unwrap_or(0);
+    // Fastest-tier bytes the lower-priority processes may use together.
+    let mut lower_fast_allowance = match fast_reserve_bytes {
+        Some(reserve) => budgets
+            .first()
+            .map_or(0, |b| b.budget_bytes.saturating_sub(reserve)),
+        None => 0,
+    };
+    let mut process_fast_used = vec![0u64; processes.len()];
     let mut assignment = vec![slowest; candidates.len()];
-    for &index in order {
+    // Higher priorities pick first; within a priority, the ranking decides (stable sort).
+    let priority_of = |i: usize| {
+        processes
+            .get(candidates[i].process)
+            .map_or(0, |p| p.priority)
+    };
+    let mut walk = order.to_vec();
+    walk.sort_by_key(|&i| std::cmp::Reverse(priority_of(i)));
+    for &index in &walk {
         let c = &candidates[index];
         let bytes = c.resident_bytes();
+        let policy = processes.get(c.process).cloned().unwrap_or_default();
+        let lower = policy.priority < top_priority;
         let lowest_allowed = if c.observed() {
             0
         } else {
             c.main_tier().unwrap_or(slowest)
         };
-        let within_process_cap = |tier: usize| {
+        let fast_allowed = |tier: usize| {
             tier != 0
-                || match process_fast_caps.get(c.process) {
-                    Some(Some(cap)) => process_fast_used[c.process] + bytes <= *cap,
-                    _ => true,
-                }
+                || (policy
+                    .fast_cap_bytes
+                    .is_none_or(|cap| process_fast_used[c.process] + bytes <= cap)
+                    && (!lower || bytes <= lower_fast_allowance))
         };
         let home = c.main_tier();
         let fits = |tier: usize, remaining: u64| {
@@ -193,13 +232,16 @@ pub fn assign_tiers(
             bytes <= allowance
         };
         let chosen = (lowest_allowed..slowest)
-            .find(|&tier| fits(tier, remaining[tier]) && within_process_cap(tier))
+            .find(|&tier| fits(tier, remaining[tier]) && fast_allowed(tier))
             .unwrap_or(slowest);
         if chosen < slowest {
             remaining[chosen] = remaining[chosen].saturating_sub(bytes);
             if chosen == 0 {
                 if let Some(used) = process_fast_used.get_mut(c.process) {
                     *used += bytes;
+                }
+                if lower {
+                    lower_fast_allowance -= bytes;
                 }
             }
         }
@@ -274,7 +316,7 @@ mod tests {
                 budget_bytes: u64::MAX,
             },
         ];
-        let a = assign_tiers(&c, &order, &budgets, &[None]);
+        let a = assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None);
         assert_eq!(a, vec![1, 1, 1, 0, 0]);
     }
 
@@ -290,7 +332,10 @@ mod tests {
                 budget_bytes: u64::MAX,
             },
         ];
-        assert_eq!(assign_tiers(&c, &order, &budgets, &[None]), vec![1, 0]);
+        assert_eq!(
+            assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None),
+            vec![1, 0]
+        );
     }
 
     #[test]
@@ -306,7 +351,10 @@ mod tests {
                 budget_bytes: u64::MAX,
             },
         ];
-        assert_eq!(assign_tiers(&c, &order, &budgets, &[None]), vec![1]);
+        assert_eq!(
+            assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None),
+            vec![1]
+        );
     }
 
     #[test]
@@ -326,10 +374,16 @@ mod tests {
         ];
         let c = vec![hotter.clone(), resident];
         let order = prioritize(&c, Prioritization::Apb);
-        assert_eq!(assign_tiers(&c, &order, &budgets, &[None]), vec![0, 0]);
+        assert_eq!(
+            assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None),
+            vec![0, 0]
+        );
         let c = vec![hotter, outside];
         let order = prioritize(&c, Prioritization::Apb);
-        assert_eq!(assign_tiers(&c, &order, &budgets, &[None]), vec![0, 1]);
+        assert_eq!(
+            assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None),
+            vec![0, 1]
+        );
     }
 
     #[test]
@@ -348,8 +402,77 @@ mod tests {
                 budget_bytes: u64::MAX,
             },
         ];
-        let a = assign_tiers(&c, &order, &budgets, &[Some(32 * MIB), None]);
+        let capped = ProcessPolicy {
+            fast_cap_bytes: Some(32 * MIB),
+            priority: 0,
+        };
+        let a = assign_tiers(
+            &c,
+            &order,
+            &budgets,
+            &[capped, ProcessPolicy::default()],
+            None,
+        );
         assert_eq!(a, vec![1, 0]);
+    }
+
+    #[test]
+    fn only_the_highest_priority_competes_for_the_fast_tier() {
+        // Process 0 (priority 0) is hotter, process 1 (priority 5) is attached too.
+        let mut c = vec![
+            cand(0, 64 * MIB, 90.0, [64 * MIB, 0]),
+            cand(1, 64 * MIB, 10.0, [0, 64 * MIB]),
+        ];
+        c[1].process = 1;
+        let order = prioritize(&c, Prioritization::Apb);
+        let budgets = [
+            TierBudget {
+                budget_bytes: 100 * MIB,
+            },
+            TierBudget {
+                budget_bytes: u64::MAX,
+            },
+        ];
+        let procs = [
+            ProcessPolicy::default(),
+            ProcessPolicy {
+                fast_cap_bytes: None,
+                priority: 5,
+            },
+        ];
+        // All or nothing (the paper's policy): the low-priority object leaves the fast tier,
+        // even though it ranks hotter and there is room for both.
+        let roomy = [
+            TierBudget {
+                budget_bytes: 200 * MIB,
+            },
+            TierBudget {
+                budget_bytes: u64::MAX,
+            },
+        ];
+        assert_eq!(assign_tiers(&c, &order, &roomy, &procs, None), vec![1, 0]);
+        // With a reservation (the refinement), the others may use what the top priority does
+        // not need beyond it: 200 - 64 reserved = 136 MiB for them.
+        assert_eq!(
+            assign_tiers(&c, &order, &roomy, &procs, Some(64 * MIB)),
+            vec![0, 0]
+        );
+        assert_eq!(
+            assign_tiers(&c, &order, &roomy, &procs, Some(150 * MIB)),
+            vec![1, 0]
+        );
+        // The top priority picks first: with room for one record, it gets it.
+        assert_eq!(
+            assign_tiers(&c, &order, &budgets, &procs, Some(16 * MIB)),
+            vec![1, 0]
+        );
+        // When the high-priority process is gone, the other gets the fast tier back.
+        let alone = vec![c[0].clone()];
+        let order = prioritize(&alone, Prioritization::Apb);
+        assert_eq!(
+            assign_tiers(&alone, &order, &budgets, &procs, None),
+            vec![0]
+        );
     }
 
     #[test]
@@ -373,7 +496,10 @@ mod tests {
                 budget_bytes: u64::MAX,
             },
         ];
-        assert_eq!(assign_tiers(&c, &order, &budgets, &[None]), vec![2, 0, 1]);
+        assert_eq!(
+            assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None),
+            vec![2, 0, 1]
+        );
     }
 
     #[test]
