@@ -45,8 +45,14 @@ const TAG_PAGES_SHIFT: u32 = 3;
 /// Largest extent a tag can describe: 2^29 pages (2 TiB).
 const MAX_EXTENT_PAGES: usize = 1 << 29;
 
-/// Freed memory kept resident for reuse, per process.
+/// Freed memory kept resident for reuse, per process: at least this much...
 const DIRTY_BUDGET_BYTES: usize = 64 << 20;
+
+/// ...and up to half of the live tracked bytes, so that a program churning through a large
+/// working set reuses its pages the way glibc's heap would instead of faulting them back in.
+fn dirty_budget_bytes() -> usize {
+    DIRTY_BUDGET_BYTES.max(LIVE_BYTES.load(Ordering::Relaxed) as usize / 2)
+}
 /// Larger frees are always returned to the kernel at once.
 const DIRTY_MAX_EXTENT_BYTES: usize = 4 << 20;
 
@@ -188,17 +194,16 @@ pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
     let mut state = STATE.lock();
     let extent = state.allocated_extent(chunk, addr)?;
     let start_page = (addr - state.chunks[chunk].base) / PAGE_SIZE;
-    if extent.len <= DIRTY_MAX_EXTENT_BYTES && state.dirty_bytes + extent.len <= DIRTY_BUDGET_BYTES
-    {
-        // Keep it resident for the next allocation of its size.
+    if extent.len <= DIRTY_MAX_EXTENT_BYTES {
+        // Keep it resident for the next allocation of its size, making room in the cache by
+        // returning the largest cached extents to the kernel: the cache follows what the
+        // program frees now instead of filling once and refusing everything after.
+        let budget = dirty_budget_bytes();
+        while state.dirty_bytes + extent.len > budget {
+            state.evict_largest_dirty();
+        }
         on_free(extent);
-        state.chunks[chunk].mark(start_page, extent.len / PAGE_SIZE, TAG_DIRTY);
-        state.dirty.insert((
-            (extent.len / PAGE_SIZE) as u32,
-            chunk as u32,
-            start_page as u32,
-        ));
-        state.dirty_bytes += extent.len;
+        state.insert_dirty(chunk, start_page, extent.len / PAGE_SIZE);
         LIVE_BYTES.fetch_sub(extent.len as u64, Ordering::Relaxed);
         return Some(extent);
     }
@@ -301,28 +306,55 @@ impl State {
         Some((chunk, start, Contents::Zeroed))
     }
 
-    /// Reuses a dirty extent of at most twice the size wanted (a larger one would waste
-    /// resident memory); what is left over stays dirty.
+    /// Reuses the smallest dirty extent that fits; what is left over stays dirty.
     fn take_dirty(&mut self, pages: usize, align_pages: usize) -> Option<(usize, usize)> {
         if align_pages > 1 {
             return None;
         }
-        let &(dirty_pages, chunk, start) = self
-            .dirty
-            .range((pages as u32, 0, 0)..(2 * pages as u32 + 1, 0, 0))
-            .next()?;
+        let &(dirty_pages, chunk, start) = self.dirty.range((pages as u32, 0, 0)..).next()?;
         self.dirty.remove(&(dirty_pages, chunk, start));
         let (chunk, start, dirty_pages) = (chunk as usize, start as usize, dirty_pages as usize);
-        self.dirty_bytes -= dirty_pages * PAGE_SIZE;
+        self.dirty_bytes = self.dirty_bytes.saturating_sub(dirty_pages * PAGE_SIZE);
         self.chunks[chunk].mark(start, pages, TAG_ALLOCATED);
         if dirty_pages > pages {
-            let rest = dirty_pages - pages;
-            self.chunks[chunk].mark(start + pages, rest, TAG_DIRTY);
-            self.dirty
-                .insert((rest as u32, chunk as u32, (start + pages) as u32));
-            self.dirty_bytes += rest * PAGE_SIZE;
+            self.insert_dirty(chunk, start + pages, dirty_pages - pages);
         }
         Some((chunk, start))
+    }
+
+    /// Adds a dirty free extent, merged with dirty free neighbours (as clean ones are merged
+    /// with clean ones): without merging, reuse by best fit splits the cache into ever smaller
+    /// pieces that larger requests miss.
+    fn insert_dirty(&mut self, chunk: usize, mut start: usize, mut pages: usize) {
+        self.dirty_bytes += pages * PAGE_SIZE;
+        let c = &self.chunks[chunk];
+        if start > 0 {
+            let before = c.tag(start - 1);
+            if before & (TAG_ALLOCATED | TAG_DIRTY) == TAG_DIRTY {
+                let before_pages = (before >> TAG_PAGES_SHIFT) as usize;
+                self.dirty.remove(&(
+                    before_pages as u32,
+                    chunk as u32,
+                    (start - before_pages) as u32,
+                ));
+                start -= before_pages;
+                pages += before_pages;
+            }
+        }
+        let c = &self.chunks[chunk];
+        let end = start + pages;
+        if end < c.bump {
+            let after = c.tag(end);
+            if after & (TAG_ALLOCATED | TAG_DIRTY) == TAG_DIRTY {
+                let after_pages = (after >> TAG_PAGES_SHIFT) as usize;
+                self.dirty
+                    .remove(&(after_pages as u32, chunk as u32, end as u32));
+                pages += after_pages;
+            }
+        }
+        self.chunks[chunk].mark(start, pages, TAG_DIRTY);
+        self.dirty
+            .insert((pages as u32, chunk as u32, start as u32));
     }
 
     fn take_free(&mut self, pages: usize, align_pages: usize) -> Option<(usize, usize)> {
@@ -366,6 +398,27 @@ impl State {
     fn insert_free(&mut self, chunk: usize, start: usize, pages: usize) {
         self.chunks[chunk].mark(start, pages, 0);
         self.free.insert((pages as u32, chunk as u32, start as u32));
+    }
+
+    /// Returns the largest dirty extent's pages to the kernel and makes it clean free space.
+    fn evict_largest_dirty(&mut self) {
+        let Some(&(pages, chunk, start)) = self.dirty.iter().next_back() else {
+            self.dirty_bytes = 0;
+            return;
+        };
+        self.dirty.remove(&(pages, chunk, start));
+        let (pages, chunk, start) = (pages as usize, chunk as usize, start as usize);
+        self.dirty_bytes = self.dirty_bytes.saturating_sub(pages * PAGE_SIZE);
+        let addr = self.chunks[chunk].base + start * PAGE_SIZE;
+        // SAFETY: a free extent nobody may use: it is in no set while we hold the lock.
+        unsafe {
+            libc::madvise(
+                addr as *mut libc::c_void,
+                pages * PAGE_SIZE,
+                libc::MADV_DONTNEED,
+            )
+        };
+        self.release(chunk, start, pages);
     }
 
     /// Returns an allocated (already zeroed) extent to the clean free set, merging it with
@@ -495,17 +548,25 @@ mod tests {
         alloc(size, align, |_| {}).unwrap().0
     }
 
-    /// Frees that bypass the dirty cache, for tests of coalescing.
+    /// Returns every cached dirty extent to the kernel (tests start from a known state).
+    fn flush_dirty() {
+        let mut state = STATE.lock();
+        while !state.dirty.is_empty() {
+            state.evict_largest_dirty();
+        }
+    }
+
+    /// Frees, then flushes the dirty cache, for tests of coalescing.
     fn free_clean(p: *mut u8) -> Option<Extent> {
-        STATE.lock().dirty_bytes = DIRTY_BUDGET_BYTES;
         let result = free(p, |_| {});
-        STATE.lock().dirty_bytes = 0;
+        flush_dirty();
         result
     }
 
     #[test]
     fn dirty_extents_are_reused_and_reported_as_dirty() {
         let _g = SERIAL.lock().unwrap();
+        flush_dirty();
         let (p, contents) = alloc(8 * PAGE_SIZE, 8, |_| {}).unwrap();
         assert_eq!(contents, Contents::Zeroed);
         // SAFETY: p is a live 8-page object.
@@ -527,6 +588,40 @@ mod tests {
         assert_eq!(r as usize, p as usize + 6 * PAGE_SIZE);
         assert!(free_clean(q).is_some());
         assert!(free_clean(r).is_some());
+        assert_eq!(STATE.lock().dirty_bytes, 0);
+    }
+
+    #[test]
+    fn dirty_neighbours_merge() {
+        let _g = SERIAL.lock().unwrap();
+        flush_dirty();
+        let a = big(2 * PAGE_SIZE, 8);
+        let b = big(3 * PAGE_SIZE, 8);
+        let guard = big(PAGE_SIZE, 8);
+        assert!(free(a, |_| {}).is_some());
+        assert!(free(b, |_| {}).is_some());
+        // a and b merged: a 5-page request is served from them, dirty.
+        let (c, contents) = alloc(5 * PAGE_SIZE, 8, |_| {}).unwrap();
+        assert_eq!((c, contents), (a, Contents::Dirty));
+        assert!(free_clean(c).is_some());
+        assert!(free_clean(guard).is_some());
+    }
+
+    #[test]
+    fn a_full_dirty_cache_evicts_rather_than_refuses() {
+        let _g = SERIAL.lock().unwrap();
+        let big = DIRTY_MAX_EXTENT_BYTES;
+        let blocks: Vec<*mut u8> = (0..DIRTY_BUDGET_BYTES / big + 2)
+            .map(|_| alloc(big, 8, |_| {}).unwrap().0)
+            .collect();
+        for &b in &blocks {
+            assert!(free(b, |_| {}).is_some());
+            assert!(STATE.lock().dirty_bytes <= DIRTY_BUDGET_BYTES);
+        }
+        // The most recent free is cached (reused, dirty), not returned to the kernel.
+        let (p, contents) = alloc(PAGE_SIZE, 8, |_| {}).unwrap();
+        assert_eq!(contents, Contents::Dirty);
+        assert!(free_clean(p).is_some());
     }
 
     #[test]
