@@ -125,7 +125,7 @@ priorities)
 	high_exit=$(date +%s.%N)
 	wait $low
 	# Bounds are what the current design meets under TCG with both programs busy (measured
-	# 8-14 s and 4-8 s): every page the high-priority program gains needs an eviction first.
+	# 4-14 s and 4-8 s): every page the high-priority program gains needs an eviction first.
 	# Objects born in the fast tier (proactive placement) is what will bring the first down.
 	if python3 $CHECK "$WORK/high.json" --reach 0.95 --within 20; then
 		pass high-priority-owns-the-fast-tier

@@ -11,7 +11,7 @@
 //!    (coldest first) that make its room in the fast tier; the other demotions follow. Moving
 //!    every demotion before any promotion would keep the hottest pages waiting behind a whole
 //!    eviction, many seconds when a high-priority program displaces another. A step migrates
-//!    for at most one interval; the rest is planned again at once, with fresh samples.
+//!    for at most two intervals; the rest is planned again at once, with fresh samples.
 
 use crate::{monotonic_ns, Daemon};
 use objtier_policy::{
@@ -55,6 +55,11 @@ pub struct IntervalReport {
     pub deferred_pages: u64,
     pub source_error: Option<String>,
 }
+
+/// How long one step may migrate, in intervals, before it plans again with fresh samples. One
+/// makes re-planning frequent but pays a full page query each time; two lets a typical
+/// promotion finish in one step while a long eviction still yields every few seconds.
+const MIGRATION_INTERVALS_PER_STEP: u32 = 2;
 
 /// Most ranges handed to DAMON per process; beyond, the closest records share a region.
 const MAX_RANGES_PER_PROCESS: usize = 2000;
@@ -336,16 +341,19 @@ impl Daemon {
         }
         let mut dead = vec![false; process_ids.len()];
         let migration_started = Instant::now();
+        // Room for promotions before any demotion: free memory beyond twice the fill reserve.
+        // Counting only one reserve was seen to be optimistic: the kernel keeps watermarks of
+        // its own, and refused promotions cost a whole step (they are only retried next time).
         let fast_room_pages = {
             let (capacity, free) = self.topology.tier_bytes(0);
             let reserve = (capacity as f64 * (1.0 - self.config.fill)) as u64;
-            free.saturating_sub(reserve) as i64 / PAGE_SIZE as i64
+            free.saturating_sub(2 * reserve) as i64 / PAGE_SIZE as i64
         };
         for (pi, tier, pages, demote) in schedule_batches(demotions, promotions, fast_room_pages) {
             // Migration work per interval is bounded by the interval: what is left is planned
             // again next interval with fresh samples (a new high-priority program, a phase
             // change), instead of the daemon going deaf for the whole of a long eviction.
-            if migration_started.elapsed() >= self.config.interval {
+            if migration_started.elapsed() >= MIGRATION_INTERVALS_PER_STEP * self.config.interval {
                 report.deferred_pages += pages.len() as u64;
                 continue;
             }
