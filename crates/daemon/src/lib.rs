@@ -4,9 +4,9 @@
 //! processes' sockets (a hang-up means the process exited or exec'd). Every wake-up it drains
 //! the processes' event rings; every interval (2 s by default) it runs the tiering step
 //! ([`tiering`]): aggregate sampled accesses into per-record EMAs, rank, plan with
-//! `objtier-policy`, and migrate with `move_pages`, demotions first. Keeping it to one thread
-//! makes every state change sequential; the rings absorb allocation bursts while a migration
-//! runs.
+//! `objtier-policy`, and migrate with `move_pages`, making room before promoting. Keeping it
+//! to one thread makes every state change sequential; the rings absorb allocation bursts while
+//! a migration runs.
 //!
 //! Layout: [`config`] (what the user can set), [`process`] (per-process state fed by the ring),
 //! [`source`] (where access observations come from), [`tiering`] (the interval), [`status`]
