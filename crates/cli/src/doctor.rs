@@ -1,6 +1,6 @@
 //! `objtier doctor`: what this machine offers objtier, and what to do about what it lacks.
 
-use objtier_sys::pages::{LinuxPageMover, MoveError, PageMover};
+use objtier_sys::pages::{LinuxPageMover, PageMover};
 use objtier_sys::probe::{probe_damon, probe_perf, Roots, SourceReport};
 use objtier_sys::topology::Topology;
 use serde_json::json;
@@ -14,7 +14,6 @@ fn probe_move_pages() -> Result<i32, String> {
     match LinuxPageMover.query(std::process::id(), &[page], &mut status) {
         Ok(()) if status[0] >= 0 => Ok(status[0]),
         Ok(()) => Err(format!("the query returned errno {}", -status[0])),
-        Err(e @ MoveError::Unsupported) => Err(e.to_string()),
         Err(e) => Err(e.to_string()),
     }
 }

@@ -23,7 +23,15 @@ impl AccessSource {
                 let mut damon = Damon::new(RealFiles, &config.sys_root, config.damon.clone())
                     .with_owner_file(config.damon_owner_file.clone());
                 match damon.claim() {
-                    Ok(()) => Ok(AccessSource::Damon(Box::new(damon))),
+                    Ok(()) => {
+                        if damon.reclaimed_stale() {
+                            tracing::info!(
+                                "reclaimed the stopped kdamond a previous objtier daemon left \
+                                 behind"
+                            );
+                        }
+                        Ok(AccessSource::Damon(Box::new(damon)))
+                    }
                     Err(e) if config.source == SourceChoice::Auto => {
                         tracing::warn!(
                             "no access source: {e}. Objects are tracked and capacity caps \

@@ -61,6 +61,22 @@ pub struct IntervalReport {
 /// promotion finish in one step while a long eviction still yields every few seconds.
 const MIGRATION_INTERVALS_PER_STEP: u32 = 2;
 
+/// Appends `pages` for (process, tier) to `out`, extending the last entry when it is the same.
+fn push_merged(
+    out: &mut Vec<(usize, usize, Vec<u64>)>,
+    process: usize,
+    tier: usize,
+    pages: Vec<u64>,
+) {
+    if pages.is_empty() {
+        return;
+    }
+    match out.last_mut() {
+        Some((p, t, list)) if *p == process && *t == tier => list.extend(pages),
+        _ => out.push((process, tier, pages)),
+    }
+}
+
 /// Most ranges handed to DAMON per process; beyond, the closest records share a region.
 const MAX_RANGES_PER_PROCESS: usize = 2000;
 
@@ -241,7 +257,7 @@ impl Daemon {
             }
             let mut first_page = 0;
             let mut process_resident = vec![0u64; tiers];
-            for (start, record) in &p.records {
+            for record in p.records.values() {
                 let n = (record.len / PAGE_SIZE as u64) as usize;
                 let mut resident = vec![0u64; tiers];
                 for &s in &status[first_page..first_page + n] {
@@ -269,7 +285,6 @@ impl Daemon {
                     first_page,
                     pages: n,
                 });
-                let _ = start;
                 first_page += n;
             }
             page_lists.push(pages);
@@ -312,32 +327,20 @@ impl Daemon {
             self.config.fast_reserve_bytes,
         );
 
-        // 5. Migrate: demotions (coldest first), then promotions (hottest first).
+        // 5. Migrate: work out, in one pass over every record's pages, what moves down and
+        // what moves up; demotions go coldest first, promotions hottest first.
         let target_nodes: Vec<u32> = (0..tiers).map(|t| self.target_node(t)).collect();
-        // (process index, target tier) -> pages, in the order they should move.
-        let mut demotions: Vec<(usize, usize, Vec<u64>)> = Vec::new();
+        // (process index, target tier, pages), in the order they should move.
+        let mut down_by_rank = Vec::with_capacity(order.len());
         let mut promotions: Vec<(usize, usize, Vec<u64>)> = Vec::new();
-        for &ci in order.iter().rev() {
-            self.collect_moves(
-                ci,
-                &spans,
-                &page_lists,
-                &statuses,
-                &assignment,
-                true,
-                &mut demotions,
-            );
-        }
         for &ci in &order {
-            self.collect_moves(
-                ci,
-                &spans,
-                &page_lists,
-                &statuses,
-                &assignment,
-                false,
-                &mut promotions,
-            );
+            let (down, up) = self.moves_of(&spans[ci], assignment[ci], &page_lists, &statuses);
+            push_merged(&mut promotions, spans[ci].process, assignment[ci], up);
+            down_by_rank.push((spans[ci].process, assignment[ci], down));
+        }
+        let mut demotions: Vec<(usize, usize, Vec<u64>)> = Vec::new();
+        for (process, tier, pages) in down_by_rank.into_iter().rev() {
+            push_merged(&mut demotions, process, tier, pages);
         }
         let mut dead = vec![false; process_ids.len()];
         let migration_started = Instant::now();
@@ -428,22 +431,16 @@ impl Daemon {
         self.last_interval = Some(report);
     }
 
-    /// Pages of candidate `ci` that must move, appended to `out` as (process, tier, pages).
-    #[allow(clippy::too_many_arguments)]
-    fn collect_moves(
+    /// Pages of one record that must move to reach `target`: (down, up).
+    fn moves_of(
         &self,
-        ci: usize,
-        spans: &[RecordPages],
+        span: &RecordPages,
+        target: usize,
         page_lists: &[Vec<u64>],
         statuses: &[Vec<PageStatus>],
-        assignment: &[usize],
-        demotions: bool,
-        out: &mut Vec<(usize, usize, Vec<u64>)>,
-    ) {
-        let span = &spans[ci];
-        let target = assignment[ci];
+    ) -> (Vec<u64>, Vec<u64>) {
         let range = span.first_page..span.first_page + span.pages;
-        let mut pages = Vec::new();
+        let (mut down, mut up) = (Vec::new(), Vec::new());
         for (page, &status) in page_lists[span.process][range.clone()]
             .iter()
             .zip(&statuses[span.process][range])
@@ -451,20 +448,13 @@ impl Daemon {
             if status < 0 {
                 continue; // not present (or process gone): nothing to move
             }
-            let Some(current) = self.topology.tier_of_node(status as u32) else {
-                continue;
-            };
-            if (demotions && current < target) || (!demotions && current > target) {
-                pages.push(*page);
+            match self.topology.tier_of_node(status as u32) {
+                Some(current) if current < target => down.push(*page),
+                Some(current) if current > target => up.push(*page),
+                _ => {}
             }
         }
-        if pages.is_empty() {
-            return;
-        }
-        match out.last_mut() {
-            Some((p, t, list)) if *p == span.process && *t == target => list.extend(pages),
-            _ => out.push((span.process, target, pages)),
-        }
+        (down, up)
     }
 
     /// The node of a tier that new pages should go to: the one with most free memory.

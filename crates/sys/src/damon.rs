@@ -159,6 +159,8 @@ pub struct Damon<F: SysfsFiles> {
     /// File recording which objtier daemon (pid) created the kdamond, so a successor can
     /// reclaim the stopped kdamond of a daemon that died without cleaning up.
     owner_file: Option<PathBuf>,
+    /// `claim` found a stopped kdamond of a dead objtier daemon and took it over.
+    reclaimed_stale: bool,
 }
 
 /// A process to monitor and, for `fvaddr`, the address ranges to monitor in it (sorted,
@@ -207,14 +209,6 @@ pub fn coalesce_ranges(ranges: &[(u64, u64)], max: usize) -> Vec<(u64, u64)> {
     out
 }
 
-/// This crate does not log; the note goes to stderr, where a daemon's log is.
-fn tracing_free_note(nr_path: &Path) {
-    eprintln!(
-        "objtier: reclaiming the stopped kdamond a previous objtier daemon left behind ({})",
-        nr_path.display()
-    );
-}
-
 fn io_err(path: &Path, source: io::Error) -> DamonError {
     if source.kind() == io::ErrorKind::PermissionDenied {
         DamonError::PermissionDenied {
@@ -240,7 +234,14 @@ impl<F: SysfsFiles> Damon<F> {
             operations: "vaddr",
             targets: Vec::new(),
             owner_file: None,
+            reclaimed_stale: false,
         }
+    }
+
+    /// True if `claim` reclaimed the stopped kdamond a dead objtier daemon left behind (for
+    /// the caller to log; this crate does not).
+    pub fn reclaimed_stale(&self) -> bool {
+        self.reclaimed_stale
     }
 
     /// Records ownership of the kdamond in `path` (e.g. `/run/objtier/damon-owner`).
@@ -329,8 +330,8 @@ impl<F: SysfsFiles> Damon<F> {
             });
         }
         if count > 0 {
-            tracing_free_note(&nr_path);
             self.write(&nr_path, 0)?;
+            self.reclaimed_stale = true;
         }
         self.write(&nr_path, 1)?;
         if let Some(path) = &self.owner_file {
@@ -738,6 +739,7 @@ mod tests {
         let mut d = Damon::new(files, Path::new("/sys"), DamonAttrs::default())
             .with_owner_file(owner.path().to_owned());
         d.claim().unwrap();
+        assert!(d.reclaimed_stale());
         let nr: Vec<&str> = d
             .files()
             .writes

@@ -117,7 +117,7 @@ pub struct RingHeader {
     _reserved0: u32,
     /// Events the producer dropped because the ring was full.
     pub dropped: AtomicU64,
-    /// Events the producer published (including dropped ones is *not* counted here).
+    /// Events the producer published (dropped ones are counted in `dropped` only).
     pub produced: AtomicU64,
     _pad0: [u8; 16],
     /// Next position a producer claims.
