@@ -36,8 +36,29 @@ enum Cmd {
     Daemon(DaemonArgs),
     /// Show the daemon's tiers and attached processes.
     Status(StatusArgs),
+    /// Choose the tier new objects of an allocation site start in, for an attached process.
+    Place(PlaceArgs),
     /// Check this machine: NUMA nodes and tiers, page migration, and which access sources work.
     Doctor(DoctorArgs),
+}
+
+#[derive(Args)]
+struct PlaceArgs {
+    /// The attached process (see `objtier status`).
+    #[arg(long)]
+    pid: u32,
+    /// The site id, as `objtier status --json` lists it (e.g. 0x1f3a...).
+    #[arg(long)]
+    site: String,
+    /// Tier new objects of the site start in (0 = fastest).
+    #[arg(long, conflicts_with = "clear", required_unless_present = "clear")]
+    tier: Option<u32>,
+    /// Forget the site's placement: new objects start wherever first touch puts them.
+    #[arg(long)]
+    clear: bool,
+    /// Daemon socket (default: $OBJTIER_SOCKET, /run/objtier/objtier.sock as root, else per user).
+    #[arg(long)]
+    socket: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -200,6 +221,7 @@ fn main() -> ExitCode {
         Cmd::Run(args) => run(args),
         Cmd::Daemon(args) => daemon(args),
         Cmd::Status(args) => status(args),
+        Cmd::Place(args) => place(args),
         Cmd::Doctor(args) => doctor::run(args.json),
     };
     match result {
@@ -383,8 +405,12 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     ))
 }
 
-fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let socket = args.socket.unwrap_or_else(default_socket_path);
+/// Sends one JSON request to the daemon's control socket and returns its answer.
+fn ask_daemon(
+    socket: Option<PathBuf>,
+    request: &serde_json::Value,
+) -> anyhow::Result<serde_json::Value> {
+    let socket = socket.unwrap_or_else(default_socket_path);
     let stream = UnixStream::connect(&socket).map_err(|e| {
         anyhow::anyhow!(
             "no objtier daemon is listening on {} ({e}); start one with `objtier daemon` or \
@@ -395,16 +421,45 @@ fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut out = &stream;
     out.write_all(&objtier_wire::CONTROL_MAGIC.to_le_bytes())?;
-    out.write_all(b"{\"cmd\":\"status\"}\n")?;
+    serde_json::to_writer(&mut out, request)?;
+    out.write_all(b"\n")?;
     let mut line = String::new();
     BufReader::new(&stream)
         .read_line(&mut line)
         .context("the daemon did not answer")?;
     let reply: serde_json::Value =
         serde_json::from_str(&line).context("the daemon's answer is not JSON")?;
-    if let Some(err) = reply.get("error") {
+    if let Some(err) = reply.get("error").and_then(|e| e.as_str()) {
         bail!("the daemon said: {err}");
     }
+    Ok(reply)
+}
+
+fn place(args: PlaceArgs) -> anyhow::Result<ExitCode> {
+    let request = serde_json::json!({
+        "cmd": "place",
+        "pid": args.pid,
+        "site": args.site,
+        "tier": if args.clear { None } else { args.tier },
+    });
+    let reply = ask_daemon(args.socket, &request)?;
+    match reply["tier"].as_u64() {
+        Some(t) => println!(
+            "pid {}: new objects of site {} start in tier {t}",
+            args.pid,
+            reply["site"].as_str().unwrap_or("?")
+        ),
+        None => println!(
+            "pid {}: site {} has no placement",
+            args.pid,
+            reply["site"].as_str().unwrap_or("?")
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let reply = ask_daemon(args.socket, &serde_json::json!({"cmd": "status"}))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reply)?);
     } else {
@@ -461,6 +516,20 @@ fn print_status(reply: &serde_json::Value) {
             mib(&p["tracked_bytes"]),
             per_tier.join(", ")
         );
+        for site in p["sites"].as_array().into_iter().flatten().take(5) {
+            let innermost = site["frames"][0]
+                .as_str()
+                .unwrap_or("(frames not yet known)");
+            let tier = site["start_tier"]
+                .as_u64()
+                .map_or(String::new(), |t| format!(", starts in tier {t}"));
+            println!(
+                "    site {}: {} objects, {}{tier}; at {innermost}",
+                site["site"].as_str().unwrap_or("?"),
+                site["objects"],
+                mib(&site["bytes"]),
+            );
+        }
     }
 }
 

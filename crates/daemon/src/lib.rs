@@ -24,7 +24,7 @@ use objtier_sys::pages::{LinuxPageMover, PageMover, RecordingPageMover};
 use objtier_sys::socket::{peer_cred, recv_with_fd};
 use objtier_sys::topology::Topology;
 use objtier_wire::{Hello, CONTROL_MAGIC, HELLO_BYTES, RING_MAGIC};
-use process::{Process, ProcessStats, RingMapping};
+use process::{Process, ProcessStats, Resync, RingMapping};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
@@ -329,8 +329,21 @@ impl Daemon {
         let hello =
             Hello::from_bytes(&buf).map_err(|e| anyhow::anyhow!("pid {}: {e}", cred.pid))?;
         let fd = fd.ok_or_else(|| anyhow::anyhow!("pid {} sent no ring", cred.pid))?;
-        let ring = RingMapping::map(&fd, hello.ring_bytes)
+        let ring = RingMapping::map(&fd, hello.shared_bytes)
             .with_context(|| format!("pid {}: bad ring", cred.pid))?;
+        // Tell the library where each tier's memory is, for placing new objects.
+        let tier_masks: Vec<u64> = self
+            .topology
+            .tiers
+            .iter()
+            .map(|t| {
+                t.nodes
+                    .iter()
+                    .filter(|&&n| n < 64)
+                    .fold(0, |m, &n| m | 1 << n)
+            })
+            .collect();
+        ring.control().set_tiers(&tier_masks);
         ring.header()
             .consumer_generation
             .fetch_add(1, Ordering::Relaxed);
@@ -363,6 +376,11 @@ impl Daemon {
                 stats: ProcessStats::default(),
                 resident_bytes_by_tier: vec![0; tiers],
                 split_bytes: self.config.split_bytes,
+                sites: HashMap::new(),
+                advice: BTreeMap::new(),
+                placements: BTreeMap::new(),
+                resync: Resync::Idle,
+                dropped_seen: 0,
             },
         );
         Ok(())
@@ -380,8 +398,13 @@ impl Daemon {
         let reply = match serde_json::from_str::<serde_json::Value>(&line) {
             Ok(request) => match request.get("cmd").and_then(|c| c.as_str()) {
                 Some("status") => status::status_json(self),
+                Some("place") => {
+                    let peer_uid = peer_cred(&stream).map(|c| c.uid).ok();
+                    self.place(&request, peer_uid)
+                        .unwrap_or_else(|e| serde_json::json!({ "error": e }))
+                }
                 Some(other) => serde_json::json!({
-                    "error": format!("unknown command {other:?}; this daemon knows: status")
+                    "error": format!("unknown command {other:?}; this daemon knows: status, place")
                 }),
                 None => serde_json::json!({"error": "request has no \"cmd\""}),
             },
@@ -391,6 +414,59 @@ impl Daemon {
         serde_json::to_writer(&mut out, &reply)?;
         out.write_all(b"\n")?;
         Ok(())
+    }
+}
+
+impl Daemon {
+    /// `{"cmd":"place","pid":P,"site":"0x..."|N,"tier":T|null}`: new objects of the site start in
+    /// tier T (null: wherever first touch puts them). Only root or the process's owner may.
+    fn place(
+        &mut self,
+        request: &serde_json::Value,
+        peer_uid: Option<u32>,
+    ) -> Result<serde_json::Value, String> {
+        let pid = request
+            .get("pid")
+            .and_then(|v| v.as_u64())
+            .ok_or("\"pid\" (a number) is required")? as u32;
+        let site = match request.get("site") {
+            Some(serde_json::Value::Number(n)) => n.as_u64(),
+            Some(serde_json::Value::String(s)) => {
+                let hex = s.trim_start_matches("0x").trim_start_matches("0X");
+                u64::from_str_radix(hex, 16).ok()
+            }
+            _ => None,
+        }
+        .filter(|&s| s != 0)
+        .ok_or("\"site\" is required: a site id as `objtier status --json` lists it (hex string or number)")?;
+        let tiers = self.topology.tiers.len();
+        let tier = match request.get("tier") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => Some(v.as_u64().filter(|&t| (t as usize) < tiers).ok_or(format!(
+                "\"tier\" must be a tier number below {tiers}, or null"
+            ))? as u32),
+        };
+        let process = self
+            .processes
+            .values_mut()
+            .filter(|p| p.pid == pid)
+            .max_by_key(|p| p.id)
+            .ok_or(format!("pid {pid} is not attached to this daemon"))?;
+        if peer_uid != Some(0) && peer_uid != Some(process.uid) {
+            return Err(format!(
+                "pid {pid} belongs to uid {}: only it or root may place its objects",
+                process.uid
+            ));
+        }
+        if !process.place_site(site, tier) {
+            return Err(format!(
+                "the placement table of pid {pid} is full around this site; clear another first"
+            ));
+        }
+        tracing::info!(pid, site = format_args!("{site:#x}"), ?tier, "site placed");
+        Ok(
+            serde_json::json!({ "ok": true, "pid": pid, "site": format!("{site:#018x}"), "tier": tier }),
+        )
     }
 }
 

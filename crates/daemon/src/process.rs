@@ -4,15 +4,34 @@
 //! counted and skipped. Allocations are buffered until the end of the interval (section 3.2.1):
 //! an object freed before then never becomes a record. Objects larger than the split size become
 //! several records (section 3.2.2), so the hot part of a huge array can move without the rest.
+//!
+//! **Lost events.** A full ring drops events (the library never blocks). When the drop counter
+//! moves, the daemon asks the library for a resync through the control area; the library
+//! re-announces every live object between `ResyncBegin` and `ResyncEnd`, under its allocator
+//! lock, so the bracket holds exactly the live set: objects missing from it were freed (their
+//! frees were lost) and are forgotten; objects already known keep their access history. If
+//! events were dropped during the resync itself, another is requested.
+//!
+//! **Sites** arrive as raw return addresses, once per site; `crate::sites` turns them into
+//! `module+offset` for people and for matching across runs.
 
 use objtier_policy::split_ranges;
-use objtier_wire::{event_flags, EventKind, RingHeader, PAGE_SIZE};
-use std::collections::{BTreeMap, HashMap};
+use objtier_wire::{advice, event_flags, Control, EventKind, RingHeader, PAGE_SIZE};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::Ordering;
 
 /// Largest object the daemon believes (the whole 47-bit user address space).
 const MAX_OBJECT_BYTES: u64 = 1 << 47;
+/// Most sites (and advised ranges) kept per process: a bound on what a process can make the
+/// daemon store.
+const MAX_SITES: usize = 1 << 16;
+const MAX_ADVICE_RANGES: usize = 1 << 16;
+/// Most frames a site description may have (the library sends at most 64).
+const MAX_SITE_FRAMES: u64 = 64;
+/// Accepted priorities (as `objtier_set_priority` checks).
+const PRIORITY_RANGE: std::ops::RangeInclusive<i64> = -1000..=1000;
 
 /// A read-write mapping of a process's ring memfd.
 pub struct RingMapping {
@@ -79,6 +98,11 @@ impl RingMapping {
         // integers and atomics, valid for any bit pattern.
         unsafe { &*(self.ptr as *const RingHeader) }
     }
+
+    /// The control area (validated to lie inside the mapping by `map`).
+    pub fn control(&self) -> &Control {
+        self.header().control()
+    }
 }
 
 impl Drop for RingMapping {
@@ -117,6 +141,49 @@ pub struct ProcessStats {
     pub invalid_events: u64,
     pub ephemeral_objects: u64,
     pub frees_of_unknown: u64,
+    /// Resyncs completed (the live set re-announced after dropped events).
+    pub resyncs: u64,
+    /// Objects forgotten by a resync: their frees had been dropped.
+    pub resync_forgotten_objects: u64,
+    /// Objects learnt from a resync: their allocations had been dropped.
+    pub resync_learnt_objects: u64,
+    pub advice_events: u64,
+}
+
+/// A site as the library described it: return addresses, innermost first.
+#[derive(Clone, Debug, Default)]
+pub struct SiteFrames {
+    pub ips: Vec<u64>,
+    /// Frames announced; the description is complete when `ips` has them all.
+    pub count: usize,
+    /// The frames as `module+offset` (`?+0xADDR` where no file maps the address), once named.
+    pub names: Option<Vec<String>>,
+}
+
+impl SiteFrames {
+    pub fn complete(&self) -> bool {
+        self.count > 0 && self.ips.len() == self.count
+    }
+}
+
+/// Progress of a resync (see the module doc).
+#[derive(Debug, Default)]
+pub enum Resync {
+    #[default]
+    Idle,
+    /// Asked for `request` when the drop counter read `dropped_at_request`.
+    Requested {
+        request: u32,
+        dropped_at_request: u64,
+    },
+    /// Inside one step (between its ResyncBegin and ResyncEnd), covering addresses from `lo`.
+    Receiving {
+        request: u32,
+        dropped_at_request: u64,
+        lo: u64,
+        dropped_at_begin: u64,
+        seen: HashSet<u64>,
+    },
 }
 
 pub struct Process {
@@ -137,6 +204,15 @@ pub struct Process {
     /// Resident bytes per tier at the last placement query.
     pub resident_bytes_by_tier: Vec<u64>,
     pub split_bytes: u64,
+    /// Sites described by the library.
+    pub sites: HashMap<u64, SiteFrames>,
+    /// Advice from `objtier_advise`: start -> (len, advice bits).
+    pub advice: BTreeMap<u64, (u64, u32)>,
+    /// Starting tiers set for sites (mirrors the control area's table, for status).
+    pub placements: BTreeMap<u64, u32>,
+    pub resync: Resync,
+    /// Drop counter value the daemon has accounted for.
+    pub dropped_seen: u64,
 }
 
 impl Process {
@@ -163,11 +239,11 @@ impl Process {
                         site: event.site,
                         created_ns: event.time_ns,
                     };
-                    // An address can only hold one object: a new one replaces the old.
-                    self.remove_object(event.addr);
                     if event.flags & event_flags::SNAPSHOT != 0 {
-                        self.insert_object(event.addr, object);
+                        self.snapshot_object(event.addr, object);
                     } else {
+                        // An address can only hold one object: a new one replaces the old.
+                        self.remove_object(event.addr);
                         self.pending.insert(event.addr, object);
                     }
                 }
@@ -180,10 +256,228 @@ impl Process {
                 }
                 // Small-object blocks are not tracked yet; accepted and ignored.
                 Some(EventKind::BlockMap) | Some(EventKind::BlockUnmap) => {}
+                Some(EventKind::SiteFrame) => self.site_frame(event.site, event.addr, event.len),
+                Some(EventKind::Priority) if PRIORITY_RANGE.contains(&(event.addr as i64)) => {
+                    self.priority = event.addr as i64 as i32;
+                }
+                Some(EventKind::Advise)
+                    if valid_range && event.len > 0 && event.flags & !advice::ALL == 0 =>
+                {
+                    self.advise(event.addr, event.len, event.flags);
+                }
+                Some(EventKind::ResyncBegin) => self.resync_begin(event.addr, event.len),
+                Some(EventKind::ResyncEnd) => self.resync_end(event.addr, event.len),
                 _ => self.stats.invalid_events += 1,
             }
         }
+        self.request_resync_if_dropped();
         n
+    }
+
+    /// An object re-announced at attach or in a resync. A known object (same start and length)
+    /// keeps its records and their access history.
+    fn snapshot_object(&mut self, start: u64, object: Object) {
+        let known = self
+            .objects
+            .get(&start)
+            .is_some_and(|o| o.len == object.len)
+            || self
+                .pending
+                .get(&start)
+                .is_some_and(|o| o.len == object.len);
+        if let Resync::Receiving { seen, .. } = &mut self.resync {
+            seen.insert(start);
+            if !known {
+                self.stats.resync_learnt_objects += 1;
+            }
+        }
+        if known {
+            return;
+        }
+        self.pending.remove(&start);
+        self.remove_object(start);
+        self.insert_object(start, object);
+    }
+
+    fn site_frame(&mut self, site: u64, ip: u64, index_and_count: u64) {
+        let (index, count) = (index_and_count >> 32, index_and_count & 0xffff_ffff);
+        if site == 0 || count == 0 || count > MAX_SITE_FRAMES || index >= count {
+            self.stats.invalid_events += 1;
+            return;
+        }
+        if !self.sites.contains_key(&site) && self.sites.len() >= MAX_SITES {
+            return;
+        }
+        let frames = self.sites.entry(site).or_default();
+        if index == 0 {
+            // A fresh description (the library describes a site again after re-attaching).
+            frames.ips.clear();
+            frames.count = count as usize;
+            frames.names = None;
+        }
+        if frames.count == count as usize && frames.ips.len() == index as usize {
+            frames.ips.push(ip);
+        }
+    }
+
+    /// Records advice for `[start, start + len)`; advice 0 clears what overlaps the range.
+    fn advise(&mut self, start: u64, len: u64, hints: u32) {
+        self.stats.advice_events += 1;
+        let end = start + len;
+        let overlapping: Vec<u64> = self
+            .advice
+            .range(..end)
+            .filter(|(&s, &(l, _))| s + l > start)
+            .map(|(&s, _)| s)
+            .collect();
+        for s in overlapping {
+            self.advice.remove(&s);
+        }
+        if hints != 0 && self.advice.len() < MAX_ADVICE_RANGES {
+            self.advice.insert(start, (len, hints));
+        }
+    }
+
+    /// Advice bits that apply to `[start, start + len)` (the union of overlapping advice).
+    pub fn advice_for(&self, start: u64, len: u64) -> u32 {
+        if self.advice.is_empty() {
+            return 0;
+        }
+        let end = start + len;
+        self.advice
+            .range(..end)
+            .rev()
+            // Ranges never overlap each other, so ends ascend with starts: stop at the first
+            // that ends before `start`.
+            .take_while(|(&s, &(l, _))| s + l > start)
+            .fold(0, |acc, (_, &(_, hints))| acc | hints)
+    }
+
+    /// Notices a finished resync, and asks for one when events were dropped since the last.
+    fn request_resync_if_dropped(&mut self) {
+        let control = self.ring.control();
+        if let Resync::Requested {
+            request,
+            dropped_at_request,
+        } = self.resync
+        {
+            if control.resync_served.load(Ordering::Acquire) == request {
+                self.stats.resyncs += 1;
+                self.dropped_seen = dropped_at_request;
+                self.resync = Resync::Idle;
+            }
+        }
+        let dropped = self.ring.header().dropped.load(Ordering::Relaxed);
+        if dropped == self.dropped_seen || !matches!(self.resync, Resync::Idle) {
+            return;
+        }
+        let request = control
+            .resync_served
+            .load(Ordering::Acquire)
+            .wrapping_add(1);
+        control.resync_request.store(request, Ordering::Release);
+        self.resync = Resync::Requested {
+            request,
+            dropped_at_request: dropped,
+        };
+    }
+
+    fn resync_begin(&mut self, lo: u64, request: u64) {
+        match self.resync {
+            Resync::Requested {
+                request: r,
+                dropped_at_request,
+            } if r as u64 == request => {
+                self.resync = Resync::Receiving {
+                    request: r,
+                    dropped_at_request,
+                    lo,
+                    dropped_at_begin: self.ring.header().dropped.load(Ordering::Relaxed),
+                    seen: HashSet::new(),
+                };
+            }
+            _ => self.stats.invalid_events += 1,
+        }
+    }
+
+    /// Ends a step: objects starting in `[lo, hi)` that the step did not re-announce are gone
+    /// (their frees were dropped), unless the step itself lost events.
+    fn resync_end(&mut self, hi: u64, request: u64) {
+        let Resync::Receiving {
+            request: r,
+            dropped_at_request,
+            lo,
+            dropped_at_begin,
+            seen,
+        } = std::mem::take(&mut self.resync)
+        else {
+            self.stats.invalid_events += 1;
+            return;
+        };
+        self.resync = Resync::Requested {
+            request: r,
+            dropped_at_request,
+        };
+        if r as u64 != request || hi < lo {
+            self.stats.invalid_events += 1;
+            return;
+        }
+        if self.ring.header().dropped.load(Ordering::Relaxed) != dropped_at_begin {
+            // The step lost events: it is not the whole truth about its range. The drop counter
+            // moved, so another resync follows this one.
+            return;
+        }
+        let gone: Vec<u64> = self
+            .objects
+            .range(lo..hi)
+            .map(|(&start, _)| start)
+            .chain(
+                self.pending
+                    .keys()
+                    .copied()
+                    .filter(|start| (lo..hi).contains(start)),
+            )
+            .filter(|start| !seen.contains(start))
+            .collect();
+        for start in gone {
+            if self.pending.remove(&start).is_none() {
+                self.remove_object(start);
+            }
+            self.stats.resync_forgotten_objects += 1;
+        }
+    }
+
+    /// True if some completely described site has no names yet.
+    pub fn has_unnamed_sites(&self) -> bool {
+        self.sites
+            .values()
+            .any(|s| s.complete() && s.names.is_none())
+    }
+
+    /// Names the frames of every complete, unnamed site with the process's memory map.
+    pub fn name_sites(&mut self, maps: &objtier_sys::maps::Maps) {
+        for site in self.sites.values_mut() {
+            if site.complete() && site.names.is_none() {
+                let names = site
+                    .ips
+                    .iter()
+                    .map(|&ip| maps.describe(ip).unwrap_or_else(|| format!("?+{ip:#x}")))
+                    .collect();
+                site.names = Some(names);
+            }
+        }
+    }
+
+    /// Sets (or clears) the tier new objects of `site` start in. False if the table is full.
+    pub fn place_site(&mut self, site: u64, tier: Option<u32>) -> bool {
+        if !self.ring.control().set_site_tier(site, tier) {
+            return false;
+        }
+        match tier {
+            Some(t) => self.placements.insert(site, t),
+            None => self.placements.remove(&site),
+        };
+        true
     }
 
     fn insert_object(&mut self, start: u64, object: Object) {
@@ -209,6 +503,19 @@ impl Process {
         let Some(object) = self.objects.remove(&start) else {
             return false;
         };
+        // Advice was about this object's memory; the next object there is another story.
+        if !self.advice.is_empty() {
+            let end = start + object.len;
+            let inside: Vec<u64> = self
+                .advice
+                .range(start..end)
+                .filter(|(&s, &(l, _))| s + l <= end)
+                .map(|(&s, _)| s)
+                .collect();
+            for s in inside {
+                self.advice.remove(&s);
+            }
+        }
         let doomed: Vec<u64> = self
             .records
             .range(start..start + object.len)
@@ -263,7 +570,7 @@ impl Process {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use objtier_wire::{ring_bytes, Event};
+    use objtier_wire::{shared_bytes as ring_bytes, Event};
 
     /// A process with a real ring and socket pair, as the daemon would have after a hello.
     pub(crate) fn process() -> (Process, UnixStream) {
@@ -305,6 +612,11 @@ pub(crate) mod tests {
             stats: ProcessStats::default(),
             resident_bytes_by_tier: vec![],
             split_bytes: 64 << 20,
+            sites: HashMap::new(),
+            advice: BTreeMap::new(),
+            placements: BTreeMap::new(),
+            resync: Resync::Idle,
+            dropped_seen: 0,
         };
         (p, b)
     }
@@ -374,5 +686,157 @@ pub(crate) mod tests {
         p.commit_pending();
         assert_eq!(p.stats.invalid_events, 4);
         assert!(p.records.is_empty());
+    }
+
+    fn push_event(p: &Process, event: Event) {
+        assert!(p.ring.header().push(&event));
+    }
+
+    fn marker(kind: EventKind, addr: u64, request: u32) -> Event {
+        Event {
+            kind: kind as u32,
+            addr,
+            len: request as u64,
+            ..Event::default()
+        }
+    }
+
+    #[test]
+    fn resync_learns_lost_allocations_and_forgets_lost_frees_keeping_history() {
+        let (mut p, _peer) = process();
+        // Known objects at 0x10000 (live) and 0x20000 (its free will be "lost").
+        push(&p, EventKind::Alloc, 0x10000, 4096, event_flags::SNAPSHOT);
+        push(&p, EventKind::Alloc, 0x20000, 4096, event_flags::SNAPSHOT);
+        p.drain();
+        p.records.get_mut(&0x10000).unwrap().ema_accesses = 3.0;
+        // The ring overflowed: the daemon notices and asks.
+        p.ring.header().dropped.fetch_add(5, Ordering::Relaxed);
+        p.drain();
+        let request = p.ring.control().resync_request.load(Ordering::Relaxed);
+        assert_eq!(request, 1, "a resync is requested once drops are seen");
+        // Step 1 covers [0, 0x18000): 0x10000 is still live.
+        push_event(&p, marker(EventKind::ResyncBegin, 0, request));
+        push(&p, EventKind::Alloc, 0x10000, 4096, event_flags::SNAPSHOT);
+        push_event(&p, marker(EventKind::ResyncEnd, 0x18000, request));
+        // Step 2 covers [0x18000, 0x100000): 0x20000 is gone, 0x30000 is new (lost alloc).
+        push_event(&p, marker(EventKind::ResyncBegin, 0x18000, request));
+        push(&p, EventKind::Alloc, 0x30000, 8192, event_flags::SNAPSHOT);
+        push_event(&p, marker(EventKind::ResyncEnd, 0x100000, request));
+        p.drain();
+        assert!(p.objects.contains_key(&0x10000));
+        assert!(!p.objects.contains_key(&0x20000), "lost free reconciled");
+        assert!(p.objects.contains_key(&0x30000), "lost alloc reconciled");
+        assert_eq!(
+            p.records[&0x10000].ema_accesses, 3.0,
+            "a known object keeps its access history"
+        );
+        assert_eq!(p.stats.resync_forgotten_objects, 1);
+        assert_eq!(p.stats.resync_learnt_objects, 1);
+        assert_eq!(p.stats.resyncs, 0, "not done until the library says so");
+        p.ring
+            .control()
+            .resync_served
+            .store(request, Ordering::Relaxed);
+        p.drain();
+        assert_eq!(p.stats.resyncs, 1);
+        assert!(matches!(p.resync, Resync::Idle));
+        assert_eq!(p.ring.control().resync_request.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_resync_step_that_lost_events_forgets_nothing() {
+        let (mut p, _peer) = process();
+        push(&p, EventKind::Alloc, 0x20000, 4096, event_flags::SNAPSHOT);
+        p.drain();
+        p.ring.header().dropped.fetch_add(1, Ordering::Relaxed);
+        p.drain();
+        let request = p.ring.control().resync_request.load(Ordering::Relaxed);
+        push_event(&p, marker(EventKind::ResyncBegin, 0, request));
+        p.drain();
+        p.ring.header().dropped.fetch_add(1, Ordering::Relaxed); // lost inside the step
+        push_event(&p, marker(EventKind::ResyncEnd, 0x100000, request));
+        p.ring
+            .control()
+            .resync_served
+            .store(request, Ordering::Relaxed);
+        p.drain();
+        assert!(
+            p.objects.contains_key(&0x20000),
+            "an incomplete step proves nothing"
+        );
+        assert_eq!(
+            p.ring.control().resync_request.load(Ordering::Relaxed),
+            request + 1,
+            "drops since the request ask for another"
+        );
+    }
+
+    #[test]
+    fn sites_advice_priority_and_placement() {
+        let (mut p, _peer) = process();
+        for (i, ip) in [0x401000u64, 0x402000].into_iter().enumerate() {
+            push_event(
+                &p,
+                Event {
+                    kind: EventKind::SiteFrame as u32,
+                    addr: ip,
+                    len: (i as u64) << 32 | 2,
+                    site: 77,
+                    ..Event::default()
+                },
+            );
+        }
+        push_event(
+            &p,
+            Event {
+                kind: EventKind::Priority as u32,
+                addr: 7,
+                ..Event::default()
+            },
+        );
+        push_event(
+            &p,
+            Event {
+                kind: EventKind::Priority as u32,
+                addr: 1 << 40, // out of range: refused
+                ..Event::default()
+            },
+        );
+        push(
+            &p,
+            EventKind::Alloc,
+            0x10000,
+            3 * 4096,
+            event_flags::SNAPSHOT,
+        );
+        push(&p, EventKind::Advise, 0x11000, 4096, advice::HOT);
+        push(&p, EventKind::Advise, 0x50000, 4096, 1 << 31); // unknown bit: refused
+        p.drain();
+        assert!(p.sites[&77].complete());
+        assert_eq!(p.sites[&77].ips, vec![0x401000, 0x402000]);
+        assert_eq!(p.priority, 7);
+        assert_eq!(p.stats.invalid_events, 2);
+        assert_eq!(p.advice_for(0x10000, 3 * 4096), advice::HOT);
+        assert_eq!(p.advice_for(0x12000, 4096), 0);
+        let maps =
+            objtier_sys::maps::Maps::parse("400000-403000 r-xp 00000000 fe:00 1 /usr/bin/app\n");
+        p.name_sites(&maps);
+        assert_eq!(
+            p.sites[&77].names.as_deref(),
+            Some(
+                &[
+                    "/usr/bin/app+0x1000".to_string(),
+                    "/usr/bin/app+0x2000".to_string()
+                ][..]
+            )
+        );
+        assert!(p.place_site(77, Some(1)));
+        assert_eq!(p.ring.control().site_tier(77), Some(1));
+        assert!(p.place_site(77, None));
+        assert_eq!(p.ring.control().site_tier(77), None);
+        // Freeing the object drops the advice about its memory.
+        push(&p, EventKind::Free, 0x10000, 0, 0);
+        p.drain();
+        assert!(p.advice.is_empty());
     }
 }

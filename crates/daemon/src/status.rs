@@ -46,6 +46,8 @@ pub fn status_json(d: &Daemon) -> Value {
                 "events": p.stats.events,
                 "events_dropped": header.dropped.load(std::sync::atomic::Ordering::Relaxed),
                 "stats": p.stats,
+                "sites": sites_json(p),
+                "advised_ranges": p.advice.len(),
                 "attached_seconds": (crate::monotonic_ns().saturating_sub(p.attached_ns)) as f64 / 1e9,
             })
         })
@@ -70,4 +72,39 @@ pub fn status_json(d: &Daemon) -> Value {
         "tiers": tiers,
         "processes": processes,
     })
+}
+
+/// Most sites listed per process.
+const STATUS_SITES: usize = 32;
+
+/// The sites holding the most live tracked bytes, with their frames and placement.
+fn sites_json(p: &crate::process::Process) -> Vec<Value> {
+    let mut by_site: std::collections::HashMap<u64, (u64, u64)> = Default::default();
+    for object in p.objects.values() {
+        let entry = by_site.entry(object.site).or_default();
+        entry.0 += 1;
+        entry.1 += object.len;
+    }
+    // Placed sites are listed even with no live objects: the placement is state worth seeing.
+    for &site in p.placements.keys() {
+        by_site.entry(site).or_default();
+    }
+    let mut sites: Vec<(u64, (u64, u64))> = by_site.into_iter().collect();
+    sites.sort_by_key(|&(site, (_, bytes))| (std::cmp::Reverse(bytes), site));
+    sites
+        .into_iter()
+        .take(STATUS_SITES)
+        .map(|(site, (objects, bytes))| {
+            let frames = p.sites.get(&site);
+            json!({
+                "site": format!("{site:#018x}"),
+                "objects": objects,
+                "bytes": bytes,
+                "start_tier": p.placements.get(&site),
+                "frames": frames.and_then(|f| f.names.clone()).or_else(|| {
+                    frames.map(|f| f.ips.iter().map(|ip| format!("?+{ip:#x}")).collect())
+                }),
+            })
+        })
+        .collect()
 }

@@ -201,6 +201,16 @@ impl Daemon {
             }
         }
 
+        // Sites described since the last interval get their module+offset names, while the
+        // modules they point into are surely still mapped.
+        for p in self.processes.values_mut() {
+            if p.has_unnamed_sites() {
+                match objtier_sys::maps::Maps::read(std::path::Path::new("/proc"), p.pid) {
+                    Ok(maps) => p.name_sites(&maps),
+                    Err(e) => tracing::debug!(pid = p.pid, "cannot read its memory map: {e}"),
+                }
+            }
+        }
         // Allocations that survived the interval become records, and the access source
         // follows the new set right away, so the next snapshot already covers them.
         for p in self.processes.values_mut() {
@@ -257,7 +267,7 @@ impl Daemon {
             }
             let mut first_page = 0;
             let mut process_resident = vec![0u64; tiers];
-            for record in p.records.values() {
+            for (&start, record) in &p.records {
                 let n = (record.len / PAGE_SIZE as u64) as usize;
                 let mut resident = vec![0u64; tiers];
                 for &s in &status[first_page..first_page + n] {
@@ -279,6 +289,7 @@ impl Daemon {
                     ema_accesses: record.ema_accesses,
                     recent_accesses: record.recent_accesses,
                     resident_bytes_by_tier: resident,
+                    advice: p.advice_for(start, record.len),
                 });
                 spans.push(RecordPages {
                     process: pi,

@@ -8,6 +8,7 @@
 //! ([`Prioritization`]), and an enforcement routine that fills each tier, fastest first, up to a
 //! budget (90 % of its capacity by default), leaving the rest to slower tiers.
 
+use objtier_wire::advice;
 use std::cmp::Ordering;
 
 /// Default smoothing factor of the access EMA (the paper's alpha).
@@ -79,6 +80,8 @@ pub struct Candidate {
     pub recent_accesses: f64,
     /// Resident bytes on each tier now (index 0 = fastest).
     pub resident_bytes_by_tier: Vec<u64>,
+    /// What the program advised about this memory (`objtier_wire::advice` bits; 0 for none).
+    pub advice: u32,
 }
 
 impl Candidate {
@@ -106,6 +109,29 @@ impl Candidate {
     fn accesses_per_byte(&self) -> f64 {
         self.ema_accesses / self.len_bytes.max(1) as f64
     }
+
+    /// Where the program's advice puts this record in the walk, within its process priority.
+    fn advice_class(&self) -> AdviceClass {
+        let a = self.advice;
+        if a & advice::REQUIRE_FAST != 0 {
+            AdviceClass::RequireFast
+        } else if a & (advice::PREFER_FAST | advice::LATENCY_SENSITIVE | advice::HOT) != 0 {
+            AdviceClass::PreferFast
+        } else if a & (advice::PREFER_SLOW | advice::COLD) != 0 {
+            AdviceClass::PreferSlow
+        } else {
+            AdviceClass::None
+        }
+    }
+}
+
+/// Advice classes in walk order: required fast first, preferred slow last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum AdviceClass {
+    RequireFast,
+    PreferFast,
+    None,
+    PreferSlow,
 }
 
 /// Orders candidates hottest first under `policy`. Ties go to the one already faster (fewer
@@ -203,17 +229,36 @@ pub fn assign_tiers(
             .get(candidates[i].process)
             .map_or(0, |p| p.priority)
     };
+    // Advice reorders within a priority: required-fast records pick first, preferred-slow last.
     let mut walk = order.to_vec();
-    walk.sort_by_key(|&i| std::cmp::Reverse(priority_of(i)));
+    walk.sort_by_key(|&i| {
+        (
+            std::cmp::Reverse(priority_of(i)),
+            candidates[i].advice_class(),
+        )
+    });
     for &index in &walk {
         let c = &candidates[index];
         let bytes = c.resident_bytes();
         let policy = processes.get(c.process).cloned().unwrap_or_default();
         let lower = policy.priority < top_priority;
-        let lowest_allowed = if c.observed() {
+        let home = c.main_tier();
+        if c.advice & advice::REQUIRE_SLOW != 0 {
+            assignment[index] = slowest;
+            continue;
+        }
+        if c.advice & advice::SCRATCH != 0 {
+            // Not worth the bandwidth: it stays where it is, and counts against that tier.
+            let stay = home.unwrap_or(slowest);
+            remaining[stay] = remaining[stay].saturating_sub(bytes);
+            assignment[index] = stay;
+            continue;
+        }
+        // Advised fast records may move up before samples show them accessed.
+        let lowest_allowed = if c.observed() || c.advice_class() < AdviceClass::None {
             0
         } else {
-            c.main_tier().unwrap_or(slowest)
+            home.unwrap_or(slowest)
         };
         let fast_allowed = |tier: usize| {
             tier != 0
@@ -222,7 +267,6 @@ pub fn assign_tiers(
                     .is_none_or(|cap| process_fast_used[c.process] + bytes <= cap)
                     && (!lower || bytes <= lower_fast_allowance))
         };
-        let home = c.main_tier();
         let fits = |tier: usize, remaining: u64| {
             let allowance = if home == Some(tier) {
                 remaining + slack[tier]
@@ -280,6 +324,7 @@ mod tests {
             ema_accesses: ema,
             recent_accesses: ema,
             resident_bytes_by_tier: tiers.to_vec(),
+            advice: 0,
         }
     }
 
@@ -486,6 +531,7 @@ mod tests {
             ema_accesses: ema,
             recent_accesses: ema,
             resident_bytes_by_tier: vec![0, 0, MIB],
+            advice: 0,
         };
         let c = vec![mk(0, 1.0), mk(1, 3.0), mk(2, 2.0)];
         let order = prioritize(&c, Prioritization::Apb);
@@ -518,5 +564,24 @@ mod tests {
         let b = tier_budget(512 * MIB, 100 * MIB, 50 * MIB, 0.9);
         assert!(b < 100 * MIB && b > 90 * MIB, "{b}");
         assert_eq!(tier_budget(1000, 1000, 0, 0.9), 900);
+    }
+
+    #[test]
+    fn advice_reorders_and_pins_within_a_priority() {
+        let budgets = [
+            TierBudget { budget_bytes: 200 },
+            TierBudget {
+                budget_bytes: u64::MAX,
+            },
+        ];
+        let hot = |id| cand(id, 100, 50.0, [0, 100]);
+        let mut c = vec![hot(0), hot(1), cand(2, 100, 0.0, [0, 100]), hot(3), hot(4)];
+        c[2].advice = advice::REQUIRE_FAST; // never sampled, but required: goes first
+        c[3].advice = advice::COLD; // sampled hot, but advised cold: picks last
+        c[4].advice = advice::REQUIRE_SLOW;
+        c[1].advice = advice::SCRATCH; // stays where it is (slow), whatever its heat
+        let order = prioritize(&c, Prioritization::Apb);
+        let got = assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None);
+        assert_eq!(got, vec![0, 1, 0, 1, 1]);
     }
 }

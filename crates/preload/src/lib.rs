@@ -26,6 +26,7 @@
 
 extern crate alloc;
 
+mod api;
 mod large;
 mod lock;
 mod options;
@@ -161,15 +162,22 @@ fn allocate_tracked(size: usize, align: usize) -> Option<(*mut u8, large::Conten
     let guard = HookGuard::enter();
     let now = report::now_ns();
     let depth = options::get().site_depth;
-    let site = if guard.is_some() && depth > 0 && report::ring().is_some() {
-        site::capture(depth)
+    let control = report::control();
+    let mut frames = site::Frames::new();
+    let site = if guard.is_some() && depth > 0 && control.is_some() {
+        site::capture(depth, &mut frames)
     } else {
         0
     };
-    let allocated = large::alloc(size, align.max(PAGE_SIZE), |extent| {
+    // Where the daemon wants this site's new objects: the nodes of its tier, if it said.
+    let nodes = control
+        .and_then(|c| c.site_tier(site).and_then(|tier| c.tier_nodes(tier)))
+        .unwrap_or(0);
+    let allocated = large::alloc(size, align.max(PAGE_SIZE), nodes, site, |extent| {
         report::push(EventKind::Alloc, 0, extent, now, site)
     });
     if guard.is_some() {
+        report::describe_site(site, &frames);
         report::tick(now);
     }
     allocated

@@ -7,11 +7,18 @@
 //! the attach, before a fork, or before a daemon restart are known), and only then publishes the
 //! ring to other threads. An old ring is never unmapped: a thread may still be pushing into it.
 //!
+//! The daemon answers through the control area of the same memfd: where each tier's nodes are,
+//! which tier new objects of a site should start in, and whether it missed events (a full ring
+//! drops them) and wants every live object re-announced. That *resync* runs here, on the
+//! tick, under the allocator lock, each step bracketed by `ResyncBegin`/`ResyncEnd` so the
+//! daemon knows exactly which objects are live and can forget the rest; a large heap is
+//! re-announced in steps that fit the ring.
+//!
 //! Nothing here blocks: the socket is non-blocking and `MSG_DONTWAIT`, and a full ring drops.
 
-use crate::{large, log, options};
+use crate::{large, log, options, site};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
-use objtier_wire::{event_flags, ring_bytes, Event, EventKind, Hello, RingHeader};
+use objtier_wire::{event_flags, shared_bytes, Control, Event, EventKind, Hello, RingHeader};
 
 static RING: AtomicPtr<RingHeader> = AtomicPtr::new(core::ptr::null_mut());
 static SOCKET_FD: AtomicI32 = AtomicI32::new(-1);
@@ -19,6 +26,8 @@ static NEXT_CHECK_NS: AtomicU64 = AtomicU64::new(0);
 static CHECKING: AtomicBool = AtomicBool::new(false);
 /// Consecutive failed attach attempts, for back-off and for logging only the first failure.
 static FAILURES: AtomicU64 = AtomicU64::new(0);
+/// Priority set by `objtier_set_priority`, overriding `OBJTIER_PRIORITY` in later hellos.
+static PRIORITY: AtomicI32 = AtomicI32::new(i32::MIN);
 
 const CHECK_INTERVAL_NS: u64 = 1_000_000_000;
 const MAX_BACKOFF_NS: u64 = 8_000_000_000;
@@ -29,6 +38,57 @@ pub fn ring() -> Option<&'static RingHeader> {
     let ring = RING.load(Ordering::Acquire);
     // SAFETY: rings are mapped once and never unmapped for the life of the process.
     (!ring.is_null()).then(|| unsafe { &*ring })
+}
+
+/// The daemon's control area, if attached.
+#[inline]
+pub fn control() -> Option<&'static Control> {
+    ring().map(RingHeader::control)
+}
+
+/// The priority this process announces: `objtier_set_priority`'s, else `OBJTIER_PRIORITY`.
+pub fn priority() -> i32 {
+    match PRIORITY.load(Ordering::Relaxed) {
+        i32::MIN => options::get().priority,
+        p => p,
+    }
+}
+
+/// Records a new priority and tells an attached daemon. False if no daemon heard it now.
+pub fn set_priority(priority: i32) -> bool {
+    PRIORITY.store(priority, Ordering::Relaxed);
+    push_raw(EventKind::Priority, 0, priority as i64 as u64, 0, 0)
+}
+
+/// Pushes an event that describes no object; false when not attached or the ring is full.
+pub fn push_raw(kind: EventKind, flags: u32, addr: u64, len: u64, site: u64) -> bool {
+    ring().is_some_and(|ring| {
+        ring.push(&Event {
+            kind: kind as u32,
+            flags,
+            addr,
+            len,
+            time_ns: now_ns(),
+            site,
+        })
+    })
+}
+
+/// Describes a site seen for the first time since attaching: one event per frame.
+pub fn describe_site(site: u64, frames: &site::Frames) {
+    if site == 0 || frames.len == 0 || !site::first_sighting(site) {
+        return;
+    }
+    let count = frames.len as u64;
+    for (index, &ip) in frames.ips[..frames.len].iter().enumerate() {
+        push_raw(
+            EventKind::SiteFrame,
+            0,
+            ip as u64,
+            (index as u64) << 32 | count,
+            site,
+        );
+    }
 }
 
 #[inline]
@@ -66,12 +126,13 @@ pub fn tick(now: u64) {
     if CHECKING.swap(true, Ordering::Acquire) {
         return;
     }
-    let attached = ring().is_some();
-    if attached {
+    if let Some(ring) = ring() {
         NEXT_CHECK_NS.store(now + CHECK_INTERVAL_NS, Ordering::Relaxed);
         if daemon_gone() {
             detach("the daemon closed the connection");
             NEXT_CHECK_NS.store(0, Ordering::Relaxed);
+        } else if resync_if_asked(ring) {
+            NEXT_CHECK_NS.store(now + RESYNC_TICK_NS, Ordering::Relaxed);
         }
     } else if options::get().attach {
         match attach() {
@@ -92,6 +153,81 @@ pub fn tick(now: u64) {
         NEXT_CHECK_NS.store(u64::MAX, Ordering::Relaxed);
     }
     CHECKING.store(false, Ordering::Release);
+}
+
+/// The resync request being served and where its walk stands (only touched by the thread
+/// that holds `CHECKING`).
+static RESYNC_REQUEST: AtomicU64 = AtomicU64::new(0);
+static RESYNC_CURSOR: AtomicU64 = AtomicU64::new(0);
+/// While a resync is under way, ticks come this often instead of once a second.
+const RESYNC_TICK_NS: u64 = 10_000_000;
+
+/// Re-announces every live object if the daemon asked (it saw dropped events), in steps that
+/// fit the ring: each step covers an address range bracketed by `ResyncBegin`/`ResyncEnd`, and
+/// steps continue only while the ring is at most half full, so a resync never drops its own
+/// events for lack of room and never holds the allocator lock for long. Returns true while a
+/// resync is under way.
+fn resync_if_asked(ring: &RingHeader) -> bool {
+    let control = ring.control();
+    let request = control.resync_request.load(Ordering::Acquire);
+    if request == control.resync_served.load(Ordering::Relaxed) {
+        return false;
+    }
+    if RESYNC_REQUEST.swap(request as u64, Ordering::Relaxed) != request as u64 {
+        RESYNC_CURSOR.store(0, Ordering::Relaxed); // a new request starts from the beginning
+    }
+    let capacity = ring.capacity as u64;
+    let step_objects = (capacity / 4).max(1) as usize;
+    let now = now_ns();
+    let marker = |kind: EventKind, addr: usize| Event {
+        kind: kind as u32,
+        flags: 0,
+        addr: addr as u64,
+        len: request as u64,
+        time_ns: now,
+        site: 0,
+    };
+    while ring.backlog() <= capacity / 2 {
+        let packed = RESYNC_CURSOR.load(Ordering::Relaxed);
+        let cursor = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
+        // Under the allocator lock: no allocation or free of another thread can land between
+        // a step's Begin and End, so the daemon may take each step as the complete truth.
+        let next = large::snapshot_step(
+            cursor,
+            step_objects,
+            |lo| {
+                ring.push(&marker(EventKind::ResyncBegin, lo));
+            },
+            |extent, site| {
+                ring.push(&snapshot_event(extent, site, now));
+            },
+            |hi| {
+                ring.push(&marker(EventKind::ResyncEnd, hi));
+            },
+        );
+        match next {
+            Some((chunk, page)) => {
+                RESYNC_CURSOR.store((chunk as u64) << 32 | page as u64, Ordering::Relaxed)
+            }
+            None => {
+                control.resync_served.store(request, Ordering::Release);
+                log!("re-announced live objects (resync {request})");
+                return false;
+            }
+        }
+    }
+    true
+}
+
+fn snapshot_event(extent: large::Extent, site: u64, now: u64) -> Event {
+    Event {
+        kind: EventKind::Alloc as u32,
+        flags: event_flags::SNAPSHOT,
+        addr: extent.addr as u64,
+        len: extent.len as u64,
+        time_ns: now,
+        site,
+    }
 }
 
 fn daemon_gone() -> bool {
@@ -141,7 +277,7 @@ fn attach() -> Result<(), &'static str> {
     let opts = options::get();
     let fd = connect_any(opts)?;
     let capacity = opts.ring_capacity;
-    let bytes = ring_bytes(capacity);
+    let bytes = shared_bytes(capacity);
     // SAFETY: plain syscalls on fds we own; every failure path closes what it opened.
     unsafe {
         let memfd = libc::memfd_create(
@@ -185,9 +321,9 @@ fn attach() -> Result<(), &'static str> {
             version: objtier_wire::WIRE_VERSION,
             kind: objtier_wire::hello_kind::PRELOAD,
             pid,
-            priority: opts.priority,
+            priority: priority(),
             fast_capacity_bytes: opts.fast_capacity_bytes,
-            ring_bytes: bytes as u64,
+            shared_bytes: bytes as u64,
             track_min_bytes: opts.track_min_bytes as u64,
             _reserved: [0; 2],
         };
@@ -199,18 +335,13 @@ fn attach() -> Result<(), &'static str> {
             return Err("could not send the hello to the daemon");
         }
         // Re-announce live objects, then publish the ring, under one hold of the allocator
-        // lock: no allocation or free can fall between the snapshot and the switch.
+        // lock: no allocation or free can fall between the snapshot and the switch. The new
+        // daemon knows none of our sites: describe each again when next seen.
         let now = now_ns();
+        site::forget_all();
         large::for_each_live(
-            |extent| {
-                ring.push(&Event {
-                    kind: EventKind::Alloc as u32,
-                    flags: event_flags::SNAPSHOT,
-                    addr: extent.addr as u64,
-                    len: extent.len as u64,
-                    time_ns: now,
-                    site: 0,
-                });
+            |extent, site| {
+                ring.push(&snapshot_event(extent, site, now));
             },
             || {
                 let old = SOCKET_FD.swap(fd, Ordering::Relaxed);

@@ -5,12 +5,14 @@
 //! - [`pages`]: `move_pages(2)` behind the [`pages::PageMover`] trait, with a recording fake so
 //!   planners and daemons can be tested on any laptop, and `--dry-run` comes for free.
 //! - [`damon`]: the DAMON sysfs interface behind a file layer with a dry-run mode.
+//! - [`maps`]: `/proc/PID/maps`, to name code addresses as `module+offset`.
 //! - [`socket`]: peer credentials and fd passing on Unix sockets.
 //! - [`probe`]: read-only checks of what the machine offers, for `objtier doctor`.
 //!
 //! Policy lives elsewhere (`objtier-policy`); nothing here decides anything.
 
 pub mod damon;
+pub mod maps;
 pub mod pages;
 pub mod probe;
 pub mod socket;

@@ -12,8 +12,13 @@
 //! 2. **A shared-memory ring** ([`RingHeader`] followed by `capacity` [`Slot`]s): a bounded
 //!    multi-producer, single-consumer queue in the style of Vyukov's bounded MPMC queue. Producers
 //!    (application threads) never block: a full ring drops the event and counts it in
-//!    [`RingHeader::dropped`]; the daemon reconciles what it missed, so a lost event costs precision,
-//!    never correctness.
+//!    [`RingHeader::dropped`]; the daemon then asks for a resync (every live object re-announced,
+//!    range by range, between [`EventKind::ResyncBegin`] and [`EventKind::ResyncEnd`]), so a lost
+//!    event costs precision for a while, never correctness.
+//! 3. **A control area** ([`Control`]) in the same memfd, after the ring, page-aligned: the way
+//!    back, written by the daemon and read lock-free by the library: which NUMA nodes make up
+//!    each tier, which tier new objects of a given allocation site should start in (a small
+//!    open-addressing table, one writer, readers never wait), and resync requests.
 //!
 //! Everything here is `#[repr(C)]`, fixed-width and versioned; layout is pinned by compile-time
 //! assertions so that a library and a daemon from different builds either agree byte for byte or
@@ -32,7 +37,7 @@ pub const RING_MAGIC: u64 = u64::from_le_bytes(*b"OBJTIER1");
 /// First eight bytes a control client sends: "OBJTCTL1".
 pub const CONTROL_MAGIC: u64 = u64::from_le_bytes(*b"OBJTCTL1");
 /// Bumped on any incompatible change to the ring, the slots or the hello.
-pub const WIRE_VERSION: u32 = 1;
+pub const WIRE_VERSION: u32 = 2;
 /// Page size the wire format assumes for page-granular objects (x86_64, aarch64 4K kernels).
 pub const PAGE_SIZE: usize = 4096;
 /// Default number of slots in a ring (48 B each: 3 MiB of shared memory, touched lazily).
@@ -52,6 +57,21 @@ pub enum EventKind {
     BlockMap = 3,
     /// The small-object block starting at `addr` was returned to the OS.
     BlockUnmap = 4,
+    /// Describes one frame of a new allocation site, once per site: `site`, `addr` = the
+    /// frame's return address, `len` = `frame index << 32 | frame count`. The daemon turns
+    /// addresses into `module+offset` with the process's memory map.
+    SiteFrame = 5,
+    /// The program set its priority (`objtier_set_priority`): `addr` = the priority as `i64`.
+    Priority = 6,
+    /// The program advised on `[addr, addr + len)` (`objtier_advise`): `flags` = [`advice`] bits.
+    Advise = 7,
+    /// One step of a resync: every live object whose start is in `[addr, end)` follows (with
+    /// [`event_flags::SNAPSHOT`]), where `end` is the `addr` of the matching
+    /// [`EventKind::ResyncEnd`]; `len` = the [`Control::resync_request`] being served. The
+    /// library is done with a request when it stores it in [`Control::resync_served`].
+    ResyncBegin = 8,
+    /// Ends a resync step: `addr` = the end of the range it covered, `len` as in its Begin.
+    ResyncEnd = 9,
 }
 
 impl EventKind {
@@ -62,6 +82,11 @@ impl EventKind {
             2 => Some(Self::Free),
             3 => Some(Self::BlockMap),
             4 => Some(Self::BlockUnmap),
+            5 => Some(Self::SiteFrame),
+            6 => Some(Self::Priority),
+            7 => Some(Self::Advise),
+            8 => Some(Self::ResyncBegin),
+            9 => Some(Self::ResyncEnd),
             _ => None,
         }
     }
@@ -72,6 +97,34 @@ pub mod event_flags {
     /// The event re-announces an object that was live before the ring was attached (a snapshot
     /// sent at attach time, after a fork or a daemon restart), not a fresh allocation.
     pub const SNAPSHOT: u32 = 1 << 0;
+}
+
+/// Advice a program gives about its memory with `objtier_advise` (bits of an [`EventKind::Advise`]
+/// event's `flags`), in the spirit of the hints in Soft2LM's application-guided interface. The
+/// same values are spelled `OBJTIER_ADVICE_*` in `include/objtier.h`. 0 clears earlier advice.
+pub mod advice {
+    /// Keep in the fastest tier if its budget allows.
+    pub const PREFER_FAST: u32 = 1 << 0;
+    /// Keep in the fastest tier, ahead of every unadvised object.
+    pub const REQUIRE_FAST: u32 = 1 << 1;
+    /// Keep out of the fast tiers unless there is room to spare.
+    pub const PREFER_SLOW: u32 = 1 << 2;
+    /// Keep in the slowest tier.
+    pub const REQUIRE_SLOW: u32 = 1 << 3;
+    /// Will be accessed often: rank as hot before samples show it.
+    pub const HOT: u32 = 1 << 4;
+    /// Will be accessed rarely: rank as cold before samples show it.
+    pub const COLD: u32 = 1 << 5;
+    /// Mostly read (migration is cheap to redo: no dirty data to copy twice).
+    pub const READ_MOSTLY: u32 = 1 << 6;
+    /// Mostly written.
+    pub const WRITE_MOSTLY: u32 = 1 << 7;
+    /// Short-lived scratch memory: not worth migrating.
+    pub const SCRATCH: u32 = 1 << 8;
+    /// Latency-sensitive: treated like PREFER_FAST.
+    pub const LATENCY_SENSITIVE: u32 = 1 << 9;
+    /// Every bit above; anything else in an event is refused.
+    pub const ALL: u32 = (1 << 10) - 1;
 }
 
 /// One allocation or free, as the library reports it.
@@ -178,11 +231,154 @@ pub const fn ring_bytes(capacity: u32) -> usize {
     size_of::<RingHeader>() + capacity as usize * size_of::<Slot>()
 }
 
+/// Offset of the [`Control`] area in the shared memory of a ring of `capacity` slots.
+pub const fn control_offset(capacity: u32) -> usize {
+    ring_bytes(capacity).next_multiple_of(PAGE_SIZE)
+}
+
+/// Bytes of the whole shared memory (ring, then control area) for `capacity` slots.
+pub const fn shared_bytes(capacity: u32) -> usize {
+    control_offset(capacity) + size_of::<Control>()
+}
+
+/// Most tiers the control area describes.
+pub const MAX_TIERS: usize = 8;
+/// Slots in the site placement table (a power of two).
+pub const SITE_TABLE_SLOTS: usize = 4096;
+/// Longest probe sequence in the site table, for both the writer and the readers.
+pub const SITE_TABLE_MAX_PROBES: usize = 32;
+
+/// One entry of the site placement table.
+#[repr(C)]
+pub struct SiteSlot {
+    /// The site id; 0 marks an empty slot. Written once, after `tier_plus_one`.
+    pub site: AtomicU64,
+    /// The tier new objects of this site start in, plus one; 0 means "no advice".
+    pub tier_plus_one: AtomicU64,
+}
+
+/// The daemon-to-library half of the shared memory, at [`control_offset`]. The daemon is the
+/// only writer of everything but `resync_served`; the library reads it without locks and
+/// treats what it finds as advice (an out-of-range tier or an empty node mask is ignored).
+#[repr(C, align(64))]
+pub struct Control {
+    /// Bumped by the daemon when it wants every live object re-announced (it saw drops).
+    pub resync_request: AtomicU32,
+    /// The last `resync_request` the library served (written by the library).
+    pub resync_served: AtomicU32,
+    /// Number of valid entries in `tier_nodes`; 0 until the daemon has written them.
+    pub tier_count: AtomicU32,
+    _reserved0: u32,
+    /// NUMA nodes of each tier, fastest first, as a bit mask of node ids below 64.
+    pub tier_nodes: [AtomicU64; MAX_TIERS],
+    _pad0: [u8; 176],
+    /// Site id -> starting tier.
+    pub sites: [SiteSlot; SITE_TABLE_SLOTS],
+}
+
+const _: () = {
+    assert!(size_of::<SiteSlot>() == 16);
+    assert!(size_of::<Control>() == 256 + SITE_TABLE_SLOTS * 16);
+    assert!(SITE_TABLE_SLOTS.is_power_of_two());
+};
+
+#[inline]
+fn site_slot_index(site: u64, probe: usize) -> usize {
+    // Site ids are already hashes; fold the high bits in so that ids differing only there spread.
+    ((site ^ (site >> 32)) as usize).wrapping_add(probe) & (SITE_TABLE_SLOTS - 1)
+}
+
+impl Control {
+    /// The tier the daemon wants new objects of `site` to start in, if any. Lock-free.
+    #[inline]
+    pub fn site_tier(&self, site: u64) -> Option<u32> {
+        if site == 0 {
+            return None;
+        }
+        for probe in 0..SITE_TABLE_MAX_PROBES {
+            let slot = &self.sites[site_slot_index(site, probe)];
+            match slot.site.load(Ordering::Acquire) {
+                0 => return None,
+                s if s == site => {
+                    let t = slot.tier_plus_one.load(Ordering::Relaxed);
+                    return (t != 0 && t <= MAX_TIERS as u64).then(|| t as u32 - 1);
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Sets (or with `None` clears) the starting tier of `site`. Only one writer (the daemon) may
+    /// call this. Returns false when the table has no room for a new site.
+    pub fn set_site_tier(&self, site: u64, tier: Option<u32>) -> bool {
+        if site == 0 {
+            return false;
+        }
+        let value = tier.map_or(0, |t| t as u64 + 1);
+        for probe in 0..SITE_TABLE_MAX_PROBES {
+            let slot = &self.sites[site_slot_index(site, probe)];
+            match slot.site.load(Ordering::Acquire) {
+                0 => {
+                    if value == 0 {
+                        return true;
+                    }
+                    slot.tier_plus_one.store(value, Ordering::Relaxed);
+                    slot.site.store(site, Ordering::Release);
+                    return true;
+                }
+                s if s == site => {
+                    slot.tier_plus_one.store(value, Ordering::Relaxed);
+                    return true;
+                }
+                _ => {}
+            }
+        }
+        false
+    }
+
+    /// NUMA node mask of `tier`, if the daemon described it.
+    #[inline]
+    pub fn tier_nodes(&self, tier: u32) -> Option<u64> {
+        let count = self.tier_count.load(Ordering::Acquire) as usize;
+        if tier as usize >= count.min(MAX_TIERS) {
+            return None;
+        }
+        let mask = self.tier_nodes[tier as usize].load(Ordering::Relaxed);
+        (mask != 0).then_some(mask)
+    }
+
+    /// Tier of NUMA `node`, if the daemon described it.
+    pub fn tier_of_node(&self, node: u32) -> Option<u32> {
+        if node >= 64 {
+            return None;
+        }
+        let count = (self.tier_count.load(Ordering::Acquire) as usize).min(MAX_TIERS);
+        (0..count)
+            .find(|&t| self.tier_nodes[t].load(Ordering::Relaxed) & (1 << node) != 0)
+            .map(|t| t as u32)
+    }
+
+    /// Publishes the tiers (daemon side). Node ids of 64 and above cannot be described.
+    pub fn set_tiers(&self, tiers: &[u64]) {
+        let count = tiers.len().min(MAX_TIERS);
+        self.tier_count.store(0, Ordering::Release);
+        for (slot, &mask) in self.tier_nodes.iter().zip(&tiers[..count]) {
+            slot.store(mask, Ordering::Relaxed);
+        }
+        self.tier_count.store(count as u32, Ordering::Release);
+    }
+}
+
+// SAFETY: all fields are atomics.
+unsafe impl Sync for Control {}
+
 impl RingHeader {
-    /// Initialises a ring in freshly zeroed memory of at least `ring_bytes(capacity)` bytes.
+    /// Initialises a ring (and its control area) in freshly zeroed memory of at least
+    /// `shared_bytes(capacity)` bytes.
     ///
     /// # Safety
-    /// `mem` must be valid for writes of `ring_bytes(capacity)` bytes, aligned to 64, zeroed, and
+    /// `mem` must be valid for writes of `shared_bytes(capacity)` bytes, aligned to 64, zeroed, and
     /// not yet shared with any other thread or process.
     pub unsafe fn init(mem: *mut u8, capacity: u32, pid: u32) -> &'static RingHeader {
         debug_assert!(capacity.is_power_of_two());
@@ -201,6 +397,16 @@ impl RingHeader {
                 (*slots.add(i)).seq.store(i as u64, Ordering::Relaxed);
             }
             &*header
+        }
+    }
+
+    /// The control area that follows this ring in the same shared memory.
+    pub fn control(&self) -> &Control {
+        // SAFETY: as in `slot`: `init` and `validate` establish that the whole `shared_bytes`
+        // mapping follows the header, and `control_offset` is 64-aligned.
+        unsafe {
+            &*((self as *const RingHeader as *const u8).add(control_offset(self.capacity))
+                as *const Control)
         }
     }
 
@@ -224,7 +430,7 @@ impl RingHeader {
         if !capacity.is_power_of_two() || capacity > MAX_RING_CAPACITY {
             return Err(WireError::BadCapacity(capacity));
         }
-        let needed = ring_bytes(capacity);
+        let needed = shared_bytes(capacity);
         if len < needed {
             return Err(WireError::TooSmall { needed, have: len });
         }
@@ -327,8 +533,8 @@ pub struct Hello {
     pub priority: i32,
     /// Cap on fast-tier bytes for this process (`OBJTIER_FAST_CAPACITY`); 0 means no cap.
     pub fast_capacity_bytes: u64,
-    /// Bytes of the memfd the daemon should map.
-    pub ring_bytes: u64,
+    /// Bytes of the memfd the daemon should map ([`shared_bytes`]).
+    pub shared_bytes: u64,
     /// Objects at least this large are tracked (`OBJTIER_TRACK_MIN`).
     pub track_min_bytes: u64,
     pub _reserved: [u64; 2],
@@ -373,7 +579,7 @@ mod tests {
     use std::vec;
 
     fn ring(capacity: u32) -> (std::vec::Vec<u64>, &'static RingHeader) {
-        let words = ring_bytes(capacity).div_ceil(8) + 8;
+        let words = shared_bytes(capacity).div_ceil(8) + 8;
         let mut mem = vec![0u64; words];
         let base = mem.as_mut_ptr() as *mut u8;
         let aligned = base.wrapping_add(base.align_offset(64));
@@ -394,7 +600,7 @@ mod tests {
     #[test]
     fn fifo_and_full_ring_drops() {
         let (_mem, r) = ring(4);
-        assert!(r.validate(ring_bytes(4)).is_ok());
+        assert!(r.validate(shared_bytes(4)).is_ok());
         for i in 0..4 {
             assert!(r.push(&ev(i)));
         }
@@ -415,10 +621,10 @@ mod tests {
     fn validate_rejects_bad_headers() {
         let (_mem, r) = ring(8);
         assert_eq!(
-            r.validate(ring_bytes(8) - 1),
+            r.validate(shared_bytes(8) - 1),
             Err(WireError::TooSmall {
-                needed: ring_bytes(8),
-                have: ring_bytes(8) - 1
+                needed: shared_bytes(8),
+                have: shared_bytes(8) - 1
             })
         );
         let hello = Hello {
@@ -462,5 +668,91 @@ mod tests {
         });
         drop(mem);
         assert!(seen.iter().all(|&c| c == 1));
+    }
+
+    #[test]
+    fn site_table_sets_finds_and_clears() {
+        let (_mem, r) = ring(8);
+        let c = r.control();
+        assert_eq!(c.site_tier(7), None);
+        assert!(c.set_site_tier(7, Some(1)));
+        assert_eq!(c.site_tier(7), Some(1));
+        assert!(c.set_site_tier(7, Some(0)));
+        assert_eq!(c.site_tier(7), Some(0));
+        assert!(c.set_site_tier(7, None));
+        assert_eq!(c.site_tier(7), None);
+        assert!(
+            !c.set_site_tier(0, Some(1)),
+            "site 0 means unknown and is never placed"
+        );
+        // Colliding ids (same slot) all get entries, up to the probe limit.
+        let (_mem, r) = ring(8);
+        let c = r.control();
+        let colliding = |i: u64| (i << 12) | (i << 44);
+        for i in 1..=SITE_TABLE_MAX_PROBES as u64 {
+            assert!(
+                c.set_site_tier(colliding(i), Some(i as u32 % 3)),
+                "entry {i}"
+            );
+        }
+        assert!(
+            !c.set_site_tier(colliding(1000), Some(1)),
+            "probe limit reached"
+        );
+        for i in 1..=SITE_TABLE_MAX_PROBES as u64 {
+            assert_eq!(c.site_tier(colliding(i)), Some(i as u32 % 3));
+        }
+        assert_eq!(c.site_tier(colliding(1000)), None);
+    }
+
+    #[test]
+    fn tiers_map_nodes() {
+        let (_mem, r) = ring(8);
+        let c = r.control();
+        assert_eq!(c.tier_nodes(0), None, "nothing until the daemon writes");
+        c.set_tiers(&[0b01, 0b110]);
+        assert_eq!(c.tier_nodes(0), Some(1));
+        assert_eq!(c.tier_nodes(1), Some(6));
+        assert_eq!(c.tier_nodes(2), None);
+        assert_eq!(c.tier_of_node(2), Some(1));
+        assert_eq!(c.tier_of_node(3), None);
+        assert_eq!(c.tier_of_node(99), None);
+    }
+
+    #[test]
+    fn header_advice_matches_the_wire() {
+        let header = include_str!("../../../include/objtier.h");
+        let defined = |name: &str| -> u32 {
+            let line = header
+                .lines()
+                .find(|l| l.split_whitespace().nth(1) == Some(name))
+                .unwrap_or_else(|| panic!("{name} missing from include/objtier.h"));
+            let expr = line.split_once(name).unwrap().1;
+            let expr = expr.split("/*").next().unwrap().trim();
+            let expr = expr
+                .trim_start_matches('(')
+                .trim_end_matches(')')
+                .replace('u', "");
+            let (one, shift) = expr.split_once("<<").expect("values are written 1u << N");
+            assert_eq!(one.trim(), "1");
+            1 << shift.trim().parse::<u32>().unwrap()
+        };
+        for (name, value) in [
+            ("OBJTIER_ADVICE_PREFER_FAST", advice::PREFER_FAST),
+            ("OBJTIER_ADVICE_REQUIRE_FAST", advice::REQUIRE_FAST),
+            ("OBJTIER_ADVICE_PREFER_SLOW", advice::PREFER_SLOW),
+            ("OBJTIER_ADVICE_REQUIRE_SLOW", advice::REQUIRE_SLOW),
+            ("OBJTIER_ADVICE_HOT", advice::HOT),
+            ("OBJTIER_ADVICE_COLD", advice::COLD),
+            ("OBJTIER_ADVICE_READ_MOSTLY", advice::READ_MOSTLY),
+            ("OBJTIER_ADVICE_WRITE_MOSTLY", advice::WRITE_MOSTLY),
+            ("OBJTIER_ADVICE_SCRATCH", advice::SCRATCH),
+            (
+                "OBJTIER_ADVICE_LATENCY_SENSITIVE",
+                advice::LATENCY_SENSITIVE,
+            ),
+        ] {
+            assert_eq!(defined(name), value, "{name}");
+        }
     }
 }
