@@ -384,9 +384,15 @@ impl Process {
 
     fn resync_begin(&mut self, lo: u64, request: u64) {
         match self.resync {
+            // A Begin while Receiving means the previous step's End was dropped: start over.
             Resync::Requested {
                 request: r,
                 dropped_at_request,
+            }
+            | Resync::Receiving {
+                request: r,
+                dropped_at_request,
+                ..
             } if r as u64 == request => {
                 self.resync = Resync::Receiving {
                     request: r,
@@ -403,14 +409,17 @@ impl Process {
     /// Ends a step: objects starting in `[lo, hi)` that the step did not re-announce are gone
     /// (their frees were dropped), unless the step itself lost events.
     fn resync_end(&mut self, hi: u64, request: u64) {
+        let state = std::mem::take(&mut self.resync);
         let Resync::Receiving {
             request: r,
             dropped_at_request,
             lo,
             dropped_at_begin,
             seen,
-        } = std::mem::take(&mut self.resync)
+        } = state
         else {
+            // An End without its Begin (the Begin was dropped): the step proves nothing.
+            self.resync = state;
             self.stats.invalid_events += 1;
             return;
         };

@@ -48,6 +48,13 @@ pub fn status_json(d: &Daemon) -> Value {
                 "stats": p.stats,
                 "sites": sites_json(p),
                 "advised_ranges": p.advice.len(),
+                "resync": match &p.resync {
+                    crate::process::Resync::Idle => json!("idle"),
+                    crate::process::Resync::Requested { request, .. } => json!({"requested": request}),
+                    crate::process::Resync::Receiving { request, lo, .. } => json!({"receiving": request, "from": lo}),
+                },
+                "resync_served": p.ring.control().resync_served.load(std::sync::atomic::Ordering::Relaxed),
+                "ring_backlog": header.backlog(),
                 "attached_seconds": (crate::monotonic_ns().saturating_sub(p.attached_ns)) as f64 / 1e9,
             })
         })

@@ -312,9 +312,20 @@ pub fn snapshot_step(
     end: impl FnOnce(usize),
 ) -> Option<Cursor> {
     let state = STATE.lock();
-    let (index, mut page) = cursor;
+    let (index, resume) = cursor;
     let chunk = state.chunks.get(index)?;
-    begin(chunk.base + page * PAGE_SIZE);
+    // Frees since the last step may have merged the extent that started at `resume` into an
+    // earlier one, leaving a stale tag there: only a walk from the chunk's start is sure to land
+    // on extent heads. Skipping by extents is cheap next to reporting.
+    let mut page = 0;
+    while page < resume.min(chunk.bump) {
+        let pages = (chunk.tag(page) >> TAG_PAGES_SHIFT) as usize;
+        if pages == 0 {
+            break;
+        }
+        page += pages;
+    }
+    begin(chunk.base + resume * PAGE_SIZE);
     let mut reported = 0;
     while page < chunk.bump && reported < max_objects {
         let tag = chunk.tag(page);
