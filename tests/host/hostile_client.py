@@ -20,9 +20,12 @@ import time
 
 RING_MAGIC = int.from_bytes(b"OBJTIER1", "little")
 CONTROL_MAGIC = int.from_bytes(b"OBJTCTL1", "little")
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 HEADER_BYTES = 256
 SLOT_BYTES = 48
+PAGE = 4096
+# The control area after the ring: 256 bytes of header, then 4096 site slots of 16 bytes.
+CONTROL_BYTES = 256 + 4096 * 16
 
 
 def connect(path):
@@ -56,8 +59,9 @@ def hello(ring_bytes, version=WIRE_VERSION):
 
 
 def ring_memfd(capacity):
-    """A memfd holding a valid, empty ring of `capacity` slots."""
-    size = HEADER_BYTES + capacity * SLOT_BYTES
+    """A memfd holding a valid, empty ring of `capacity` slots (and its zeroed control area)."""
+    ring = HEADER_BYTES + capacity * SLOT_BYTES
+    size = (ring + PAGE - 1) // PAGE * PAGE + CONTROL_BYTES
     fd = os.memfd_create("hostile-ring")
     os.ftruncate(fd, size)
     header = struct.pack("<QIIIIII", RING_MAGIC, WIRE_VERSION, HEADER_BYTES, SLOT_BYTES, capacity,

@@ -4,6 +4,7 @@
 #   scripts/tiered-vm --fast-mem 2G   --slow-mem 2G -- tests/vm/tiering.sh capped
 #   scripts/tiered-vm --topology 3tier -- tests/vm/tiering.sh three-tier
 #   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh priorities
+#   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh placement
 # Each scenario runs tierbench once without objtier (the baseline must leave the hot objects
 # slow) and once under `objtier run`, and judges both by tierbench's own ground truth
 # (move_pages status of its pages), never by objtier's counters.
@@ -26,7 +27,7 @@ trap cleanup EXIT
 
 bench() { "$BIN/tierbench" hotcold --objects 8 --size 96M --hot 2 --json "$@"; }
 
-scenario=${1:?usage: tiering.sh small-fast|capped|three-tier|priorities}
+scenario=${1:?usage: tiering.sh small-fast|capped|three-tier|priorities|placement}
 echo "== $scenario: $(grep -h MemTotal /sys/devices/system/node/node*/meminfo | tr -s ' ' | tr '\n' ';')"
 case $scenario in
 small-fast)
@@ -136,6 +137,44 @@ priorities)
 		pass low-priority-gets-the-fast-tier-back
 	else
 		fail low-priority-gets-the-fast-tier-back; daemon_log
+	fi
+	;;
+placement)
+	# `objtier place` puts a site's new objects in the slow tier from their first touch, while
+	# another site's stay where first touch puts them (the fast node, beside the CPUs); judged
+	# by move_pages, right after the touch, before any daemon interval has seen the objects.
+	gcc -O1 -Wall -o "$WORK/placement" tests/vm/placement.c
+	"$BIN/objtier" daemon --socket "$OBJTIER_SOCKET" >> "$WORK/daemon.log" 2>&1 &
+	for _ in $(seq 50); do [ -S "$OBJTIER_SOCKET" ] && break; sleep 0.1; done
+	"$BIN/objtier" run --no-daemon -- "$WORK/placement" "$WORK" > "$WORK/placement.json" &
+	app=$!
+	for _ in $(seq 300); do [ -f "$WORK/ready" ] && break; sleep 0.1; done
+	# The site with 4 objects of 16 MiB, once its frames are named (at the next interval).
+	site=""
+	for _ in $(seq 60); do
+		"$BIN/objtier" status --json > "$WORK/status.json"
+		site=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(next((s["site"] for p in d["processes"] for s in p["sites"] if s["objects"] == 4 and s["bytes"] == 4 * 16 << 20 and s["frames"] and "placement+0x" in s["frames"][0]), ""))' "$WORK/status.json")
+		[ -n "$site" ] && break
+		sleep 0.2
+	done
+	slow=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(",".join(str(n) for n in d["tiers"][-1]["nodes"]))' "$WORK/status.json")
+	if [ -n "$site" ] && "$BIN/objtier" place --pid $app --site "$site" --tier 1; then
+		touch "$WORK/placed"
+		wait $app || true
+		cat "$WORK/placement.json"
+		if python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1])); slow = set(sys.argv[2].split(","))
+share = lambda nodes: sum(v for n, v in nodes.items() if n in slow) / max(1, sum(nodes.values()))
+print(f"   placed site: {share(d["placed"]):.3f} of pages on the slow tier; unplaced site: {share(d["unplaced"]):.3f}")
+sys.exit(0 if share(d["placed"]) >= 0.95 and share(d["unplaced"]) <= 0.05 else 1)' "$WORK/placement.json" "$slow"; then
+			pass placed-site-starts-in-its-tier
+		else
+			fail placed-site-starts-in-its-tier; daemon_log
+		fi
+	else
+		kill $app 2>/dev/null || true
+		fail placed-site-starts-in-its-tier; echo "no site found to place"; cat "$WORK/status.json" | head -50; daemon_log
 	fi
 	;;
 *)

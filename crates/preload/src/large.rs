@@ -352,6 +352,22 @@ pub fn snapshot_step(
     }
 }
 
+/// Returns every cached dirty extent's pages to the kernel (`malloc_trim`). True if there were
+/// any. Holds the allocator lock throughout, like an explicit trim in glibc.
+pub fn trim() -> bool {
+    let mut state = STATE.lock();
+    let released = !state.dirty.is_empty();
+    while !state.dirty.is_empty() {
+        state.evict_largest_dirty();
+    }
+    released
+}
+
+/// Bytes of freed extents kept resident for reuse (for `mallinfo`).
+pub fn cached_bytes() -> usize {
+    STATE.lock().dirty_bytes
+}
+
 /// `pthread_atfork` support: hold the lock across `fork()`.
 pub fn before_fork() {
     STATE.lock_raw();

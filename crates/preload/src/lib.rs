@@ -6,6 +6,14 @@
 //! allocations and frees is reported to the daemon through a shared-memory ring (`report.rs`),
 //! tagged with a hash of its call path (`site.rs`).
 //!
+//! Besides the standard calls it exports glibc's own names for them (`__libc_malloc` and
+//! company: a program that calls those must get memory our `free` knows) and glibc's tuning and
+//! statistics calls (`mallopt`, `malloc_trim`, `mallinfo`, `mallinfo2`, `malloc_stats`,
+//! `malloc_info`), which glibc would otherwise answer about a heap nobody allocates from. Edge
+//! cases follow glibc, including where it differs between versions (`aligned_alloc`).
+//! C++ `operator new` and `delete` need nothing of ours: libstdc++ builds them on `malloc`,
+//! `aligned_alloc` and `free`.
+//!
 //! # Preload rules
 //! This code runs inside every allocation of someone else's program, so it obeys these rules:
 //! - **No allocation through the public malloc symbols from inside the library.** Rust's own
@@ -381,8 +389,29 @@ mod exports {
 
     #[no_mangle]
     pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+        if !align.is_power_of_two() && aligned_alloc_is_memalign() {
+            // SAFETY: memalign's contract is aligned_alloc's.
+            return unsafe { memalign(align, size) };
+        }
         // SAFETY: validated inside.
         unsafe { aligned(align, size) }
+    }
+
+    /// True if the glibc we run on is older than 2.38, where `aligned_alloc` was an alias of
+    /// `memalign` (a non-power-of-two alignment is rounded up, 0 means none); 2.38 made it fail
+    /// with EINVAL. Asked only on that rare path, so it needs no cache.
+    fn aligned_alloc_is_memalign() -> bool {
+        // SAFETY: returns a pointer to a static NUL-terminated string such as "2.36"; it does
+        // not allocate.
+        let version = unsafe { core::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+        let mut numbers = version
+            .to_bytes()
+            .split(|&b| b == b'.')
+            .map(|part| core::str::from_utf8(part).ok()?.parse::<u32>().ok());
+        match (numbers.next().flatten(), numbers.next().flatten()) {
+            (Some(major), Some(minor)) => (major, minor) < (2, 38),
+            _ => false,
+        }
     }
 
     #[no_mangle]
@@ -413,6 +442,215 @@ mod exports {
     pub unsafe extern "C" fn malloc_usable_size(ptr: *mut c_void) -> usize {
         // SAFETY: caller passes one of our pointers or NULL.
         unsafe { usable_size(ptr) }
+    }
+
+    // glibc's own names for its allocator. Programs (and some libraries, e.g. old Boehm GC
+    // glue) call these to reach "the real malloc"; glibc's versions would hand out glibc-heap
+    // memory that our free cannot recognise, so they are ours too.
+
+    #[no_mangle]
+    pub unsafe extern "C" fn __libc_malloc(size: usize) -> *mut c_void {
+        // SAFETY: as malloc.
+        unsafe { malloc(size) }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn __libc_free(ptr: *mut c_void) {
+        // SAFETY: as free.
+        unsafe { free(ptr) }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn __libc_calloc(count: usize, size: usize) -> *mut c_void {
+        // SAFETY: as calloc.
+        unsafe { calloc(count, size) }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn __libc_realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+        // SAFETY: as realloc.
+        unsafe { realloc(ptr, size) }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn __libc_memalign(align: usize, size: usize) -> *mut c_void {
+        // SAFETY: as memalign.
+        unsafe { memalign(align, size) }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn __libc_valloc(size: usize) -> *mut c_void {
+        // SAFETY: as valloc.
+        unsafe { valloc(size) }
+    }
+
+    #[no_mangle]
+    pub unsafe extern "C" fn __libc_pvalloc(size: usize) -> *mut c_void {
+        // SAFETY: as pvalloc.
+        unsafe { pvalloc(size) }
+    }
+
+    // glibc's tuning and statistics calls. Left to glibc, they would report on (or trim) a heap
+    // nobody allocates from.
+
+    /// Accepts glibc's tuning knobs and ignores them (mimalloc and the page extents have their
+    /// own policies). Returns what glibc returns: 1, except for an M_MXFAST outside 0..=160
+    /// (80 * sizeof(size_t) / 4, glibc's MAX_FAST_SIZE). glibc returns 1 for unknown
+    /// parameters too.
+    #[no_mangle]
+    pub extern "C" fn mallopt(param: i32, value: i32) -> i32 {
+        const M_MXFAST: i32 = 1;
+        let max_fast = 80 * core::mem::size_of::<usize>() / 4;
+        let rejected = param == M_MXFAST && usize::try_from(value).map_or(true, |v| v > max_fast);
+        i32::from(!rejected)
+    }
+
+    /// Returns free memory to the kernel: mimalloc's abandoned and free pages, and the page
+    /// extents' dirty cache. 1 if memory was released, as in glibc (which ignores `pad` beyond
+    /// keeping that much at the heap top; we have no top).
+    #[no_mangle]
+    pub extern "C" fn malloc_trim(_pad: usize) -> i32 {
+        let before = mimalloc_committed_bytes();
+        // SAFETY: a forced collection of mimalloc's free memory; safe at any time.
+        unsafe { mi::mi_collect(true) };
+        let mimalloc_released = mimalloc_committed_bytes() < before;
+        let tracked_released = large::trim();
+        i32::from(mimalloc_released || tracked_released)
+    }
+
+    /// What we can tell cheaply about our memory, in glibc's terms:
+    /// - `arena`: mimalloc's committed bytes plus the page extents' dirty cache;
+    /// - `uordblks`: mimalloc's committed bytes (an upper bound on its bytes in use, which a
+    ///   release build of mimalloc does not count);
+    /// - `fordblks`: the dirty cache (freed tracked memory kept resident for reuse);
+    /// - `hblkhd`: bytes of live tracked objects (like glibc's mmapped chunks).
+    ///
+    /// `uordblks + hblkhd` is thus "in use", as with glibc. The counts (`ordblks`, `smblks`,
+    /// `hblks`), `fsmblks`, `keepcost` and `usmblks` (always 0 in glibc too) are 0.
+    #[no_mangle]
+    pub extern "C" fn mallinfo2() -> libc::mallinfo2 {
+        let committed = mimalloc_committed_bytes();
+        let cached = large::cached_bytes();
+        libc::mallinfo2 {
+            arena: committed + cached,
+            ordblks: 0,
+            smblks: 0,
+            hblks: 0,
+            hblkhd: large::LIVE_BYTES.load(core::sync::atomic::Ordering::Relaxed) as usize,
+            usmblks: 0,
+            fsmblks: 0,
+            uordblks: committed,
+            fordblks: cached,
+            keepcost: 0,
+        }
+    }
+
+    /// `mallinfo2` in `int`s, saturated (glibc wraps them around past 2 GiB).
+    #[no_mangle]
+    pub extern "C" fn mallinfo() -> libc::mallinfo {
+        let info = mallinfo2();
+        let int = |bytes: usize| i32::try_from(bytes).unwrap_or(i32::MAX);
+        libc::mallinfo {
+            arena: int(info.arena),
+            ordblks: int(info.ordblks),
+            smblks: int(info.smblks),
+            hblks: int(info.hblks),
+            hblkhd: int(info.hblkhd),
+            usmblks: int(info.usmblks),
+            fsmblks: int(info.fsmblks),
+            uordblks: int(info.uordblks),
+            fordblks: int(info.fordblks),
+            keepcost: int(info.keepcost),
+        }
+    }
+
+    /// One line on stderr (glibc prints a table there), written without allocating.
+    #[no_mangle]
+    pub extern "C" fn malloc_stats() {
+        let info = mallinfo2();
+        write_stderr(format_args!(
+            "malloc_stats: small objects (mimalloc): {} bytes committed; tracked objects: {} \
+             bytes live, {} bytes freed and kept resident",
+            info.uordblks, info.hblkhd, info.fordblks
+        ));
+    }
+
+    /// glibc's XML report, reduced to what we know (see `mallinfo2`). Like glibc, fails with
+    /// EINVAL for any `options` but 0. The text is formatted on the stack and written with
+    /// `fwrite`: this is the application's call, made outside any allocation of ours, so a
+    /// buffer that stdio allocates for `stream` is an ordinary application allocation.
+    ///
+    /// # Safety
+    /// `stream` must be an open `FILE`.
+    #[no_mangle]
+    pub unsafe extern "C" fn malloc_info(options: i32, stream: *mut libc::FILE) -> i32 {
+        if options != 0 || stream.is_null() {
+            return libc::EINVAL;
+        }
+        let info = mallinfo2();
+        let mut text = StackText::<512>::new();
+        let _ = core::fmt::write(
+            &mut text,
+            format_args!(
+                "<malloc version=\"objtier-1\">\n\
+                 <total type=\"mimalloc\" size=\"{}\"/>\n\
+                 <total type=\"tracked\" size=\"{}\"/>\n\
+                 <total type=\"cached\" size=\"{}\"/>\n\
+                 <system type=\"current\" size=\"{}\"/>\n\
+                 </malloc>\n",
+                info.uordblks,
+                info.hblkhd,
+                info.fordblks,
+                info.arena + info.hblkhd
+            ),
+        );
+        // SAFETY: writes our stack buffer to the caller's stream.
+        unsafe { libc::fwrite(text.bytes.as_ptr() as *const c_void, 1, text.len, stream) };
+        0
+    }
+
+    /// Bytes mimalloc holds from the OS (its segments, whether in use or free).
+    fn mimalloc_committed_bytes() -> usize {
+        let mut committed = 0;
+        let unused = core::ptr::null_mut();
+        // SAFETY: mimalloc writes the counters whose pointers are not NULL.
+        unsafe {
+            mi::mi_process_info(
+                unused,
+                unused,
+                unused,
+                unused,
+                unused,
+                &mut committed,
+                unused,
+                unused,
+            )
+        };
+        committed
+    }
+
+    /// Text formatted into a fixed buffer, cut short if it does not fit.
+    struct StackText<const N: usize> {
+        bytes: [u8; N],
+        len: usize,
+    }
+
+    impl<const N: usize> StackText<N> {
+        fn new() -> Self {
+            StackText {
+                bytes: [0; N],
+                len: 0,
+            }
+        }
+    }
+
+    impl<const N: usize> core::fmt::Write for StackText<N> {
+        fn write_str(&mut self, s: &str) -> core::fmt::Result {
+            let n = s.len().min(N - self.len);
+            self.bytes[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+            self.len += n;
+            Ok(())
+        }
     }
 }
 

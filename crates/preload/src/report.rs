@@ -334,6 +334,9 @@ fn attach() -> Result<(), &'static str> {
             libc::close(fd);
             return Err("could not send the hello to the daemon");
         }
+        // The socket stays open for the life of the process: keep it out of the low numbers a
+        // program closes, reopens (fds 0-2) or counts, like other long-lived library fds.
+        let fd = move_fd_high(fd);
         // Re-announce live objects, then publish the ring, under one hold of the allocator
         // lock: no allocation or free can fall between the snapshot and the switch. The new
         // daemon knows none of our sites: describe each again when next seen.
@@ -357,6 +360,22 @@ fn attach() -> Result<(), &'static str> {
     }
     log!("attached to the daemon");
     Ok(())
+}
+
+/// Lowest descriptor number the daemon socket moves to (when the fd limit allows).
+const HIGH_FD: i32 = 1000;
+
+/// Moves `fd` to a number at or above `HIGH_FD` (close-on-exec), or leaves it if it cannot.
+fn move_fd_high(fd: i32) -> i32 {
+    // SAFETY: duplicating and closing a descriptor we own.
+    unsafe {
+        let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD);
+        if high < 0 {
+            return fd;
+        }
+        libc::close(fd);
+        high
+    }
 }
 
 /// Tries `OBJTIER_SOCKET`, else the per-user socket, else the system one.
