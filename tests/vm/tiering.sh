@@ -166,15 +166,18 @@ placement)
 import json, sys
 d = json.load(open(sys.argv[1])); slow = set(sys.argv[2].split(","))
 share = lambda nodes: sum(v for n, v in nodes.items() if n in slow) / max(1, sum(nodes.values()))
-print(f"   placed site: {share(d["placed"]):.3f} of pages on the slow tier; unplaced site: {share(d["unplaced"]):.3f}")
-sys.exit(0 if share(d["placed"]) >= 0.95 and share(d["unplaced"]) <= 0.05 else 1)' "$WORK/placement.json" "$slow"; then
+placed, unplaced = share(d["placed"]), share(d["unplaced"])
+print("   share on the slow tier: placed site %.3f, unplaced site %.3f" % (placed, unplaced))
+sys.exit(0 if placed >= 0.95 and unplaced <= 0.05 else 1)' "$WORK/placement.json" "$slow"; then
 			pass placed-site-starts-in-its-tier
 		else
 			fail placed-site-starts-in-its-tier; daemon_log
 		fi
 	else
 		kill $app 2>/dev/null || true
-		fail placed-site-starts-in-its-tier; echo "no site found to place"; cat "$WORK/status.json" | head -50; daemon_log
+		fail placed-site-starts-in-its-tier
+		echo "no site found to place; sites: $(python3 -c 'import json,sys; print([p["sites"] for p in json.load(open(sys.argv[1]))["processes"]])' "$WORK/status.json")"
+		daemon_log
 	fi
 	;;
 *)

@@ -169,6 +169,11 @@ unsafe fn allocate(size: usize, align: usize) -> *mut c_void {
 fn allocate_tracked(size: usize, align: usize) -> Option<(*mut u8, large::Contents)> {
     let guard = HookGuard::enter();
     let now = report::now_ns();
+    if guard.is_some() {
+        // Before the allocation, so that the first tracked object of a process (which is what
+        // triggers the lazy attach) already gets its site and placement.
+        report::tick(now);
+    }
     let depth = options::get().site_depth;
     let control = report::control();
     let mut frames = site::Frames::new();
@@ -186,7 +191,6 @@ fn allocate_tracked(size: usize, align: usize) -> Option<(*mut u8, large::Conten
     });
     if guard.is_some() {
         report::describe_site(site, &frames);
-        report::tick(now);
     }
     allocated
 }
