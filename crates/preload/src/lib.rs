@@ -150,8 +150,16 @@ fn set_errno(value: i32) {
 /// Allocates `size` bytes aligned to `align` (a power of two): tracked pages or mimalloc.
 #[inline]
 unsafe fn allocate(size: usize, align: usize) -> *mut c_void {
+    // SAFETY: forwarded.
+    unsafe { allocate_from(size, align, site::Caller::UNKNOWN) }
+}
+
+/// `allocate`, for a call from `caller` (which keys the allocation-site cache).
+#[inline]
+unsafe fn allocate_from(size: usize, align: usize, caller: site::Caller) -> *mut c_void {
     let p = if size >= options::get().track_min_bytes {
-        allocate_tracked(size, align).map_or(core::ptr::null_mut(), |(p, _)| p as *mut c_void)
+        allocate_tracked(size, align, caller)
+            .map_or(core::ptr::null_mut(), |(p, _)| p as *mut c_void)
     } else if plain_block_suffices(size, align) {
         // SAFETY: plain mimalloc allocation.
         unsafe { mi::mi_malloc(size) }
@@ -166,7 +174,11 @@ unsafe fn allocate(size: usize, align: usize) -> *mut c_void {
 }
 
 #[cold]
-fn allocate_tracked(size: usize, align: usize) -> Option<(*mut u8, large::Contents)> {
+fn allocate_tracked(
+    size: usize,
+    align: usize,
+    caller: site::Caller,
+) -> Option<(*mut u8, large::Contents)> {
     let guard = HookGuard::enter();
     let now = report::now_ns();
     if guard.is_some() {
@@ -177,8 +189,14 @@ fn allocate_tracked(size: usize, align: usize) -> Option<(*mut u8, large::Conten
     let depth = options::get().site_depth;
     let control = report::control();
     let mut frames = site::Frames::new();
+    // The site: from the cache when this caller (return address and stack pointer) was seen
+    // before, else by unwinding (about a microsecond for 16 frames), remembered for next time.
     let site = if guard.is_some() && depth > 0 && control.is_some() {
-        site::capture(depth, &mut frames)
+        site::cached(caller).unwrap_or_else(|| {
+            let site = site::capture(depth, &mut frames);
+            site::remember(caller, site);
+            site
+        })
     } else {
         0
     };
@@ -189,7 +207,10 @@ fn allocate_tracked(size: usize, align: usize) -> Option<(*mut u8, large::Conten
     let allocated = large::alloc(size, align.max(PAGE_SIZE), nodes, site, |extent| {
         report::push(EventKind::Alloc, 0, extent, now, site)
     });
-    if guard.is_some() {
+    if guard.is_some() && site != 0 && site::first_sighting(site) {
+        if frames.len == 0 {
+            site::capture(depth, &mut frames); // a cache hit: unwind once more, for the frames
+        }
         report::describe_site(site, &frames);
     }
     allocated
@@ -235,9 +256,14 @@ unsafe fn usable_size(ptr: *const c_void) -> usize {
 }
 
 unsafe fn reallocate(ptr: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: forwarded.
+    unsafe { reallocate_from(ptr, size, site::Caller::UNKNOWN) }
+}
+
+unsafe fn reallocate_from(ptr: *mut c_void, size: usize, caller: site::Caller) -> *mut c_void {
     if ptr.is_null() {
         // SAFETY: plain allocation.
-        return unsafe { allocate(size, MIN_ALIGN) };
+        return unsafe { allocate_from(size, MIN_ALIGN, caller) };
     }
     if size == 0 {
         // glibc frees and returns NULL for realloc(p, 0).
@@ -267,7 +293,7 @@ unsafe fn reallocate(ptr: *mut c_void, size: usize) -> *mut c_void {
         let readable = PAGE_SIZE - (ptr as usize % PAGE_SIZE);
         // SAFETY: fresh allocation, then a copy bounded by both sizes.
         unsafe {
-            let p = allocate(size, MIN_ALIGN);
+            let p = allocate_from(size, MIN_ALIGN, caller);
             if !p.is_null() {
                 core::ptr::copy_nonoverlapping(ptr as *const u8, p as *mut u8, size.min(readable));
             }
@@ -277,7 +303,7 @@ unsafe fn reallocate(ptr: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: move to a new block, copying the smaller of the two sizes; free the old one only
     // on success (realloc must leave the original intact on failure).
     unsafe {
-        let p = allocate(size, MIN_ALIGN);
+        let p = allocate_from(size, MIN_ALIGN, caller);
         if p.is_null() {
             return p;
         }
@@ -300,14 +326,67 @@ unsafe fn aligned(align: usize, size: usize) -> *mut c_void {
 // The exported malloc family. Not compiled into unit tests, which must not replace the test
 // harness's own allocator.
 
+/// Defines the exported `$name`, taking `$args` integer arguments, as a naked stub that calls
+/// `$inner($args..., return_address, stack_pointer)`: the caller's return address and its
+/// stack pointer at the call, read where the ABI leaves them, then a tail jump (so `$inner`
+/// returns straight to the caller). Other architectures get a plain function passing
+/// `Caller::UNKNOWN`.
+#[cfg(not(test))]
+macro_rules! caller_stub {
+    ($name:ident, $inner:ident, 1) => {
+        caller_stub!(@naked $name, $inner, (a: usize), "rsi", "rdx", "x1", "x2");
+    };
+    ($name:ident, $inner:ident, 2) => {
+        caller_stub!(@naked $name, $inner, (a: usize, b: usize), "rdx", "rcx", "x2", "x3");
+    };
+    (@naked $name:ident, $inner:ident, ($($arg:ident: $ty:ty),*), $ra_x86:literal, $sp_x86:literal, $ra_arm:literal, $sp_arm:literal) => {
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(no_mangle)]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
+            // At entry [rsp] holds the return address; rsp + 8 is the caller's stack pointer.
+            core::arch::naked_asm!(
+                concat!("mov ", $ra_x86, ", [rsp]"),
+                concat!("lea ", $sp_x86, ", [rsp + 8]"),
+                "jmp {inner}",
+                inner = sym $inner,
+            )
+        }
+        #[cfg(target_arch = "aarch64")]
+        #[unsafe(no_mangle)]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
+            // The link register holds the return address; sp is the caller's.
+            core::arch::naked_asm!(
+                concat!("mov ", $ra_arm, ", x30"),
+                concat!("mov ", $sp_arm, ", sp"),
+                "b {inner}",
+                inner = sym $inner,
+            )
+        }
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
+            // SAFETY: forwarded with an unknown caller.
+            unsafe { $inner($($arg,)* 0, 0) }
+        }
+    };
+}
+
 #[cfg(not(test))]
 mod exports {
     use super::*;
 
-    #[no_mangle]
-    pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    // malloc, calloc and realloc enter through a few instructions of assembly that pass on the
+    // caller's return address and stack pointer (see `site::Caller`), so that the allocation
+    // site of a repeated call comes from a cache instead of an unwind.
+    caller_stub!(malloc, malloc_from, 1);
+    caller_stub!(calloc, calloc_from, 2);
+    caller_stub!(realloc, realloc_from, 2);
+
+    unsafe extern "C" fn malloc_from(size: usize, ra: usize, sp: usize) -> *mut c_void {
         // SAFETY: forwards to our allocator.
-        unsafe { allocate(size, MIN_ALIGN) }
+        unsafe { allocate_from(size, MIN_ALIGN, site::Caller { ra, sp }) }
     }
 
     #[no_mangle]
@@ -322,15 +401,19 @@ mod exports {
         unsafe { release(ptr) }
     }
 
-    #[no_mangle]
-    pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
+    unsafe extern "C" fn calloc_from(
+        count: usize,
+        size: usize,
+        ra: usize,
+        sp: usize,
+    ) -> *mut c_void {
         let Some(total) = count.checked_mul(size) else {
             set_errno(libc::ENOMEM);
             return core::ptr::null_mut();
         };
         if total >= options::get().track_min_bytes {
             // Never-used or MADV_DONTNEED'd pages are already zero; only reused ones need it.
-            match allocate_tracked(total, MIN_ALIGN) {
+            match allocate_tracked(total, MIN_ALIGN, site::Caller { ra, sp }) {
                 Some((p, large::Contents::Zeroed)) => p as *mut c_void,
                 Some((p, large::Contents::Dirty)) => {
                     // SAFETY: p is a fresh allocation of at least `total` bytes.
@@ -352,10 +435,14 @@ mod exports {
         }
     }
 
-    #[no_mangle]
-    pub unsafe extern "C" fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+    unsafe extern "C" fn realloc_from(
+        ptr: *mut c_void,
+        size: usize,
+        ra: usize,
+        sp: usize,
+    ) -> *mut c_void {
         // SAFETY: caller contract of realloc.
-        unsafe { reallocate(ptr, size) }
+        unsafe { reallocate_from(ptr, size, site::Caller { ra, sp }) }
     }
 
     #[no_mangle]
@@ -455,7 +542,7 @@ mod exports {
     #[no_mangle]
     pub unsafe extern "C" fn __libc_malloc(size: usize) -> *mut c_void {
         // SAFETY: as malloc.
-        unsafe { malloc(size) }
+        unsafe { malloc_from(size, 0, 0) }
     }
 
     #[no_mangle]
@@ -467,13 +554,13 @@ mod exports {
     #[no_mangle]
     pub unsafe extern "C" fn __libc_calloc(count: usize, size: usize) -> *mut c_void {
         // SAFETY: as calloc.
-        unsafe { calloc(count, size) }
+        unsafe { calloc_from(count, size, 0, 0) }
     }
 
     #[no_mangle]
     pub unsafe extern "C" fn __libc_realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
         // SAFETY: as realloc.
-        unsafe { realloc(ptr, size) }
+        unsafe { realloc_from(ptr, size, 0, 0) }
     }
 
     #[no_mangle]

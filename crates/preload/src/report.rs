@@ -74,9 +74,10 @@ pub fn push_raw(kind: EventKind, flags: u32, addr: u64, len: u64, site: u64) -> 
     })
 }
 
-/// Describes a site seen for the first time since attaching: one event per frame.
+/// Describes a site seen for the first time since attaching (`site::first_sighting`): one
+/// event per frame.
 pub fn describe_site(site: u64, frames: &site::Frames) {
-    if site == 0 || frames.len == 0 || !site::first_sighting(site) {
+    if site == 0 || frames.len == 0 {
         return;
     }
     let count = frames.len as u64;

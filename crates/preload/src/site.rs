@@ -136,6 +136,7 @@ pub fn init() {
     unsafe { libc::dl_iterate_phdr(Some(visit), &mut search as *mut Search as *mut c_void) };
     SELF_START.store(search.start, Ordering::Relaxed);
     SELF_END.store(search.end, Ordering::Relaxed);
+    find_wrappers();
 }
 
 /// Sites described to the current daemon: an insert-only open-addressing set, cleared on attach.
@@ -163,5 +164,172 @@ pub fn first_sighting(site: u64) -> bool {
 pub fn forget_all() {
     for slot in &DESCRIBED {
         slot.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Who called into the allocator: the return address into the caller and the caller's stack
+/// pointer at the call, as the entry stubs in `lib.rs` read them (0, 0 when unknown).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub ra: usize,
+    pub sp: usize,
+}
+
+impl Caller {
+    pub const UNKNOWN: Caller = Caller { ra: 0, sp: 0 };
+}
+
+/// The allocation-site cache: caller -> site id, direct-mapped, lock-free.
+///
+/// A call from the same return address with the same stack pointer is, in practice, the same
+/// call path (the same loop calling the same function at the same depth), so its site id can be
+/// reused instead of unwinding again. Two paths that reach one return address at the same stack
+/// depth through different callers would share an id; that is most likely through a wrapper
+/// every allocation passes (C++ `operator new`), so return addresses inside the C++ runtimes are
+/// never cached. Entries are written by any thread; a check word detects a torn entry, which
+/// then reads as a miss.
+const CACHE_SLOTS: usize = 4096;
+
+struct CacheEntry {
+    key: AtomicU64,
+    site: AtomicU64,
+    check: AtomicU64,
+}
+
+static CACHE: [CacheEntry; CACHE_SLOTS] = [const {
+    CacheEntry {
+        key: AtomicU64::new(0),
+        site: AtomicU64::new(0),
+        check: AtomicU64::new(0),
+    }
+}; CACHE_SLOTS];
+
+/// Code ranges of loaded C++ runtimes (libstdc++, libc++), whose return addresses are not cached.
+static WRAPPERS: [(AtomicUsize, AtomicUsize); 4] =
+    [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; 4];
+
+fn cache_key(caller: Caller) -> Option<u64> {
+    if caller.ra == 0 {
+        return None;
+    }
+    let in_wrapper = WRAPPERS.iter().any(|(start, end)| {
+        (start.load(Ordering::Relaxed)..end.load(Ordering::Relaxed)).contains(&caller.ra)
+    });
+    (!in_wrapper).then(|| mix(mix(0x1234_5678, caller.ra as u64), caller.sp as u64) | 1)
+}
+
+#[inline]
+fn check_word(key: u64, site: u64) -> u64 {
+    key ^ site.rotate_left(17)
+}
+
+/// The cached site of `caller`, if any.
+#[inline]
+pub fn cached(caller: Caller) -> Option<u64> {
+    let key = cache_key(caller)?;
+    let entry = &CACHE[key as usize & (CACHE_SLOTS - 1)];
+    if entry.key.load(Ordering::Acquire) != key {
+        return None;
+    }
+    let site = entry.site.load(Ordering::Relaxed);
+    (entry.check.load(Ordering::Relaxed) == check_word(key, site) && site != 0).then_some(site)
+}
+
+/// Remembers `site` as the site of `caller`.
+#[inline]
+pub fn remember(caller: Caller, site: u64) {
+    let Some(key) = cache_key(caller) else {
+        return;
+    };
+    let entry = &CACHE[key as usize & (CACHE_SLOTS - 1)];
+    entry.key.store(0, Ordering::Relaxed);
+    entry.site.store(site, Ordering::Relaxed);
+    entry.check.store(check_word(key, site), Ordering::Relaxed);
+    entry.key.store(key, Ordering::Release);
+}
+
+/// Records where the C++ runtimes' code lives (called by `init`; runtimes loaded later by
+/// `dlopen` are not seen, and their callers are cached like any other).
+fn find_wrappers() {
+    struct Found {
+        count: usize,
+    }
+    extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+        // SAFETY: the loader passes a valid `dl_phdr_info`; `data` is our Found.
+        unsafe {
+            let found = &mut *(data as *mut Found);
+            let info = &*info;
+            if info.dlpi_name.is_null() {
+                return 0;
+            }
+            let name = core::ffi::CStr::from_ptr(info.dlpi_name).to_bytes();
+            let is_runtime = name.windows(9).any(|w| w == b"libstdc++")
+                || name.windows(7).any(|w| w == b"libc++.");
+            if !is_runtime {
+                return 0;
+            }
+            for i in 0..info.dlpi_phnum as usize {
+                let ph = &*info.dlpi_phdr.add(i);
+                if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 && found.count < 4 {
+                    let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
+                    WRAPPERS[found.count].0.store(start, Ordering::Relaxed);
+                    WRAPPERS[found.count]
+                        .1
+                        .store(start + ph.p_memsz as usize, Ordering::Relaxed);
+                    found.count += 1;
+                }
+            }
+        }
+        0
+    }
+    let mut found = Found { count: 0 };
+    // SAFETY: dl_iterate_phdr calls `visit` synchronously with our `found`.
+    unsafe { libc::dl_iterate_phdr(Some(visit), &mut found as *mut Found as *mut c_void) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_answers_per_caller() {
+        let a = Caller {
+            ra: 0x40_1000,
+            sp: 0x7ff0_0000,
+        };
+        let deeper = Caller {
+            sp: 0x7fef_ff00,
+            ..a
+        };
+        assert_eq!(cached(a), None);
+        remember(a, 42);
+        assert_eq!(cached(a), Some(42));
+        assert_eq!(cached(deeper), None, "another stack depth is another path");
+        remember(Caller::UNKNOWN, 5);
+        assert_eq!(
+            cached(Caller::UNKNOWN),
+            None,
+            "unknown callers are never cached"
+        );
+    }
+
+    #[test]
+    fn a_site_is_described_once_until_forgotten() {
+        let site = 0xfeed_0000_0000_0001;
+        assert!(first_sighting(site));
+        assert!(!first_sighting(site));
+        forget_all();
+        assert!(first_sighting(site));
+    }
+
+    #[test]
+    fn capture_hashes_the_call_path() {
+        let mut frames = Frames::new();
+        let here = capture(16, &mut frames);
+        assert_ne!(here, 0);
+        assert!(frames.len > 0 && frames.len <= 16);
+        let mut shallow = Frames::new();
+        assert_eq!(capture(0, &mut shallow), 0);
+        assert_eq!(shallow.len, 0);
     }
 }
