@@ -17,6 +17,7 @@
 #include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/sysinfo.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -158,6 +159,29 @@ static void test_huge_sizes(void) {
             CHECK(first_bad(block, starts[s], 3) == starts[s], "a failed realloc(%s) changed the %zu-byte block", huge[i].what, starts[s]);
             free(block);
         }
+    }
+
+    /* More than the machine could ever back: under the kernel's default (heuristic) overcommit
+     * policy glibc's mmap is refused, and so must ours be, rather than succeed on paper. */
+    FILE *policy = fopen("/proc/sys/vm/overcommit_memory", "r");
+    int overcommit = -1;
+    if (policy) {
+        if (fscanf(policy, "%d", &overcommit) != 1)
+            overcommit = -1;
+        fclose(policy);
+    }
+    struct sysinfo si;
+    size_t tebibyte = (size_t)1 << 40;
+    if (overcommit == 0 && sysinfo(&si) == 0 &&
+        ((unsigned long long)si.totalram + si.totalswap) * si.mem_unit < tebibyte / 2) {
+        errno = 0;
+        void *p = malloc(tebibyte);
+        CHECK(p == NULL && errno == ENOMEM, "malloc(1 TiB) gave %p, errno %d; expected NULL, ENOMEM (overcommit_memory 0)", p, errno);
+        free(p);
+        errno = 0;
+        p = calloc(1, tebibyte);
+        CHECK(p == NULL && errno == ENOMEM, "calloc(1, 1 TiB) gave %p, errno %d; expected NULL, ENOMEM (overcommit_memory 0)", p, errno);
+        free(p);
     }
 
     /* count * size overflows. */

@@ -637,10 +637,13 @@ impl State {
             return None;
         }
         let bytes = (pages.checked_mul(PAGE_SIZE)?).next_multiple_of(CHUNK_BYTES);
-        let base = map_aligned(bytes)?;
+        // A chunk of its own for one huge object is mapped without MAP_NORESERVE, so the
+        // kernel's overcommit policy judges it as it would glibc's mmap: `malloc(1 TiB)` on a
+        // 24 GiB machine fails with ENOMEM instead of succeeding on paper.
+        let base = map_aligned(bytes, bytes > CHUNK_BYTES)?;
         let chunk_pages = bytes / PAGE_SIZE;
-        let tags = map_anonymous(chunk_pages * core::mem::size_of::<u32>());
-        let sites = map_anonymous(chunk_pages * core::mem::size_of::<u64>());
+        let tags = map_anonymous(chunk_pages * core::mem::size_of::<u32>(), false);
+        let sites = map_anonymous(chunk_pages * core::mem::size_of::<u64>(), false);
         if tags.is_null() || sites.is_null() {
             // SAFETY: unmapping the regions we just mapped and never published.
             unsafe {
@@ -717,14 +720,16 @@ fn bind_preferred(base: usize, bytes: usize, nodes: u64) {
     }
 }
 
-fn map_anonymous(bytes: usize) -> *mut u8 {
+/// Maps `bytes` of private anonymous memory; `accounted` leaves out MAP_NORESERVE.
+fn map_anonymous(bytes: usize, accounted: bool) -> *mut u8 {
+    let noreserve = if accounted { 0 } else { libc::MAP_NORESERVE };
     // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
     let p = unsafe {
         libc::mmap(
             core::ptr::null_mut(),
             bytes,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | noreserve,
             -1,
             0,
         )
@@ -737,9 +742,9 @@ fn map_anonymous(bytes: usize) -> *mut u8 {
 }
 
 /// Maps `bytes` (a multiple of CHUNK_BYTES) aligned to CHUNK_BYTES, trimming the excess.
-fn map_aligned(bytes: usize) -> Option<usize> {
+fn map_aligned(bytes: usize, accounted: bool) -> Option<usize> {
     let padded = bytes.checked_add(CHUNK_BYTES)?;
-    let raw = map_anonymous(padded) as usize;
+    let raw = map_anonymous(padded, accounted) as usize;
     if raw == 0 {
         return None;
     }
