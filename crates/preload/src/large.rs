@@ -214,6 +214,7 @@ pub fn alloc(
     let placement = state.placement_for(nodes);
     let (chunk, start, contents) = state.take(placement, pages, align_pages)?;
     state.chunks[chunk].set_site(start, site);
+    state.after_change();
     let addr = state.chunks[chunk].base + start * PAGE_SIZE;
     let len = pages * PAGE_SIZE;
     LIVE_BYTES.fetch_add(len as u64, Ordering::Relaxed);
@@ -249,6 +250,7 @@ pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
         }
         on_free(extent);
         state.insert_dirty(chunk, start_page, extent.len / PAGE_SIZE);
+        state.after_change();
         LIVE_BYTES.fetch_sub(extent.len as u64, Ordering::Relaxed);
         return Some(extent);
     }
@@ -265,6 +267,7 @@ pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
     }
     on_free(extent);
     state.release(chunk, start_page, extent.len / PAGE_SIZE);
+    state.after_change();
     LIVE_BYTES.fetch_sub(extent.len as u64, Ordering::Relaxed);
     Some(extent)
 }
@@ -387,7 +390,89 @@ pub unsafe fn after_fork_child() {
     unsafe { STATE.force_unlock() };
 }
 
+#[cfg(feature = "invariants")]
+static CHANGES: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
 impl State {
+    /// Called under the lock after every allocation and free: with the `invariants` feature,
+    /// checks the whole state every 64th time.
+    #[inline]
+    fn after_change(&self) {
+        #[cfg(feature = "invariants")]
+        if CHANGES.fetch_add(1, Ordering::Relaxed) % 64 == 0 {
+            if let Err(why) = self.check() {
+                crate::write_stderr(format_args!("objtier: allocator invariant broken: {why}"));
+                // SAFETY: abort has no preconditions; a broken allocator must not go on.
+                unsafe { libc::abort() };
+            }
+        }
+    }
+
+    /// Verifies the allocator's invariants; the first violation, described.
+    #[cfg(any(test, feature = "invariants"))]
+    fn check(&self) -> Result<(), alloc::string::String> {
+        use alloc::format;
+        let mut dirty_bytes = 0;
+        let (mut free_seen, mut dirty_seen) = (0, 0);
+        for (index, c) in self.chunks.iter().enumerate() {
+            let mut page = 0;
+            let mut previous_clean_free = false;
+            while page < c.bump {
+                let tag = c.tag(page);
+                let pages = (tag >> TAG_PAGES_SHIFT) as usize;
+                if pages == 0 || page + pages > c.bump || tag & TAG_TAIL != 0 {
+                    return Err(format!(
+                        "chunk {index} page {page}: tag {tag:#x} is not an extent head within bump {}",
+                        c.bump
+                    ));
+                }
+                if pages > 1 && c.tag(page + pages - 1) != tag | TAG_TAIL {
+                    return Err(format!(
+                        "chunk {index} page {page}: tail tag {:#x} does not match head {tag:#x}",
+                        c.tag(page + pages - 1)
+                    ));
+                }
+                let key = (c.placement, pages as u32, index as u32, page as u32);
+                let clean_free = tag & (TAG_ALLOCATED | TAG_DIRTY) == 0;
+                if tag & TAG_ALLOCATED == 0 {
+                    if tag & TAG_DIRTY != 0 {
+                        dirty_bytes += pages * PAGE_SIZE;
+                        dirty_seen += 1;
+                        if !self.dirty.contains(&key) {
+                            return Err(format!("dirty extent {key:?} missing from the dirty set"));
+                        }
+                    } else {
+                        free_seen += 1;
+                        if !self.free.contains(&key) {
+                            return Err(format!("free extent {key:?} missing from the free set"));
+                        }
+                        if previous_clean_free {
+                            return Err(format!(
+                                "clean free extent {key:?} follows another unmerged"
+                            ));
+                        }
+                    }
+                }
+                previous_clean_free = clean_free;
+                page += pages;
+            }
+        }
+        if free_seen != self.free.len() || dirty_seen != self.dirty.len() {
+            return Err(format!(
+                "sets hold {} free and {} dirty extents, the tags {free_seen} and {dirty_seen}",
+                self.free.len(),
+                self.dirty.len()
+            ));
+        }
+        if dirty_bytes != self.dirty_bytes {
+            return Err(format!(
+                "dirty_bytes says {}, the tags {dirty_bytes}",
+                self.dirty_bytes
+            ));
+        }
+        Ok(())
+    }
+
     /// The placement for chunks bound to `nodes`, created on first use; the default placement
     /// when `nodes` is 0 or too many placements exist already.
     fn placement_for(&mut self, nodes: u64) -> u32 {
@@ -880,6 +965,7 @@ mod tests {
         assert!(free_clean(d).is_some());
         assert!(free_clean(c).is_some());
         assert!(extent_of(c).is_none());
+        STATE.lock().check().unwrap();
     }
 
     #[test]
@@ -950,5 +1036,6 @@ mod tests {
         for p in [same, plain, again] {
             assert!(free_clean(p).is_some());
         }
+        STATE.lock().check().unwrap();
     }
 }
