@@ -399,7 +399,7 @@ impl State {
     #[inline]
     fn after_change(&self) {
         #[cfg(feature = "invariants")]
-        if CHANGES.fetch_add(1, Ordering::Relaxed) % 64 == 0 {
+        if CHANGES.fetch_add(1, Ordering::Relaxed).is_multiple_of(64) {
             if let Err(why) = self.check() {
                 crate::write_stderr(format_args!("objtier: allocator invariant broken: {why}"));
                 // SAFETY: abort has no preconditions; a broken allocator must not go on.
