@@ -5,6 +5,7 @@
 #   scripts/tiered-vm --topology 3tier -- tests/vm/tiering.sh three-tier
 #   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh priorities
 #   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh placement
+#   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh proactive
 # Each scenario runs tierbench once without objtier (the baseline must leave the hot objects
 # slow) and once under `objtier run`, and judges both by tierbench's own ground truth
 # (move_pages status of its pages), never by objtier's counters.
@@ -27,7 +28,7 @@ trap cleanup EXIT
 
 bench() { "$BIN/tierbench" hotcold --objects 8 --size 96M --hot 2 --json "$@"; }
 
-scenario=${1:?usage: tiering.sh small-fast|capped|three-tier|priorities|placement}
+scenario=${1:?usage: tiering.sh small-fast|capped|three-tier|priorities|placement|proactive}
 echo "== $scenario: $(grep -h MemTotal /sys/devices/system/node/node*/meminfo | tr -s ' ' | tr '\n' ';')"
 case $scenario in
 small-fast)
@@ -178,6 +179,43 @@ sys.exit(0 if placed >= 0.95 and unplaced <= 0.05 else 1)' "$WORK/placement.json
 		fail placed-site-starts-in-its-tier
 		echo "no site found to place; sites: $(python3 -c 'import json,sys; print([p["sites"] for p in json.load(open(sys.argv[1]))["processes"]])' "$WORK/status.json")"
 		daemon_log
+	fi
+	;;
+proactive)
+	# A cold site that keeps allocating while a hot site owns the fast tier: once all of the
+	# cold site's objects are planned slow, the daemon places the site, and its new objects are
+	# born on the slow node instead of taking the fast tier's free room only to be demoted
+	# later. Judged by where each new cold object's pages land right after it is written.
+	gcc -O1 -Wall -pthread -o "$WORK/proactive" tests/vm/proactive.c
+	for mode in on off; do
+		"$BIN/objtier" daemon --socket "$OBJTIER_SOCKET" --proactive $mode >> "$WORK/daemon.log" 2>&1 &
+		daemon=$!
+		for _ in $(seq 50); do [ -S "$OBJTIER_SOCKET" ] && break; sleep 0.1; done
+		"$BIN/objtier" run --no-daemon -- "$WORK/proactive" 30 > "$WORK/proactive-$mode.json"
+		kill $daemon; wait $daemon 2>/dev/null || true
+		rm -f "$OBJTIER_SOCKET"
+	done
+	summary() {
+		python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+late = [r["fast_share"] for r in rows if "cold" in r and r["t"] >= 20]
+hot = [r["hot_fast_share"] for r in rows if "hot_fast_share" in r][0]
+born_fast = sum(1 for s in late if s > 0.05)
+print("%d %d %.3f" % (born_fast, len(late), hot))' "$1"
+	}
+	read -r on_fast on_late on_hot < <(summary "$WORK/proactive-on.json")
+	read -r off_fast off_late off_hot < <(summary "$WORK/proactive-off.json")
+	echo "   cold objects allocated after 20 s born (partly) on the fast node: proactive on $on_fast of $on_late, off $off_fast of $off_late; hot objects on the fast node at the end: on $on_hot, off $off_hot"
+	if [ "$on_late" -gt 0 ] && [ "$on_fast" -eq 0 ] && grep -q "proactive placement" "$WORK/daemon.log"; then
+		pass cold-site-born-slow
+	else
+		fail cold-site-born-slow; daemon_log
+	fi
+	if python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= 0.9 else 1)' "$on_hot"; then
+		pass hot-site-keeps-the-fast-tier
+	else
+		fail hot-site-keeps-the-fast-tier; daemon_log
 	fi
 	;;
 *)

@@ -126,6 +126,10 @@ struct DaemonArgs {
     /// tier except for SIZE kept for the highest priority (default: keep them out entirely).
     #[arg(long, value_parser = parse_size)]
     fast_reserve: Option<u64>,
+    /// Proactive placement by allocation site: on (a site whose live objects were all planned
+    /// below the fastest tier starts its new objects there) or off.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    proactive: String,
     /// DAMON sampling interval.
     #[arg(long, default_value = "5ms", value_parser = parse_duration)]
     damon_sample: Duration,
@@ -254,6 +258,7 @@ fn daemon(args: DaemonArgs) -> anyhow::Result<ExitCode> {
     config.tiers = args.tiers;
     config.fast_capacity_bytes = args.fast_capacity;
     config.fast_reserve_bytes = args.fast_reserve;
+    config.proactive = args.proactive == "on";
     config.dry_run = args.dry_run;
     config.exit_when_idle = args.exit_when_idle;
     config.exit_with_pid = args.exit_with_pid;

@@ -52,6 +52,9 @@ pub struct DaemonConfig {
     /// fastest tier except for this many bytes kept for the highest priority. None: they are
     /// kept out of it entirely (the paper's policy).
     pub fast_reserve_bytes: Option<u64>,
+    /// Proactive placement (paper §3.5): sites whose live objects were all planned below the
+    /// fastest tier start their new objects there (needs an access source).
+    pub proactive: bool,
     /// Plan and log, but move nothing.
     pub dry_run: bool,
     /// Exit once no process has been attached for `idle_linger` (used by `objtier run`).
@@ -81,6 +84,7 @@ impl DaemonConfig {
             tiers: None,
             fast_capacity_bytes: None,
             fast_reserve_bytes: None,
+            proactive: true,
             dry_run: false,
             exit_when_idle: false,
             idle_linger: Duration::from_secs(3),

@@ -379,6 +379,7 @@ impl Daemon {
                 sites: HashMap::new(),
                 advice: BTreeMap::new(),
                 placements: BTreeMap::new(),
+                auto_placed: std::collections::HashSet::new(),
                 resync: Resync::Idle,
                 dropped_seen: 0,
             },

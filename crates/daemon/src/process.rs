@@ -210,6 +210,9 @@ pub struct Process {
     pub advice: BTreeMap<u64, (u64, u32)>,
     /// Starting tiers set for sites (mirrors the control area's table, for status).
     pub placements: BTreeMap<u64, u32>,
+    /// The sites among `placements` that the proactive policy placed (the others were placed
+    /// with `objtier place`, which the policy never overrides).
+    pub auto_placed: HashSet<u64>,
     pub resync: Resync,
     /// Drop counter value the daemon has accounted for.
     pub dropped_seen: u64,
@@ -477,7 +480,31 @@ impl Process {
         }
     }
 
-    /// Sets (or clears) the tier new objects of `site` start in. False if the table is full.
+    /// Applies the proactive policy's wish for `site` (see `objtier_policy::proactive_placements`)
+    /// unless the site was placed by hand. Returns true if the placement changed.
+    pub fn place_site_auto(&mut self, site: u64, tier: Option<u32>) -> bool {
+        let manual = self.placements.contains_key(&site) && !self.auto_placed.contains(&site);
+        if manual || self.placements.get(&site).copied() == tier {
+            return false;
+        }
+        if !self.ring.control().set_site_tier(site, tier) {
+            return false;
+        }
+        match tier {
+            Some(t) => {
+                self.placements.insert(site, t);
+                self.auto_placed.insert(site);
+            }
+            None => {
+                self.placements.remove(&site);
+                self.auto_placed.remove(&site);
+            }
+        }
+        true
+    }
+
+    /// Sets (or clears) the tier new objects of `site` start in, by hand (`objtier place`): the
+    /// proactive policy leaves the site alone from then on. False if the table is full.
     pub fn place_site(&mut self, site: u64, tier: Option<u32>) -> bool {
         if !self.ring.control().set_site_tier(site, tier) {
             return false;
@@ -486,6 +513,7 @@ impl Process {
             Some(t) => self.placements.insert(site, t),
             None => self.placements.remove(&site),
         };
+        self.auto_placed.remove(&site);
         true
     }
 
@@ -624,6 +652,7 @@ pub(crate) mod tests {
             sites: HashMap::new(),
             advice: BTreeMap::new(),
             placements: BTreeMap::new(),
+            auto_placed: HashSet::new(),
             resync: Resync::Idle,
             dropped_seen: 0,
         };

@@ -54,6 +54,11 @@ impl AccessSource {
         }
     }
 
+    /// Whether this source samples accesses at all.
+    pub fn samples(&self) -> bool {
+        !matches!(self, AccessSource::None { .. })
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             AccessSource::Damon(_) => "damon",

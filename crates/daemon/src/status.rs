@@ -108,6 +108,9 @@ fn sites_json(p: &crate::process::Process) -> Vec<Value> {
                 "objects": objects,
                 "bytes": bytes,
                 "start_tier": p.placements.get(&site),
+                "placed_by": p.placements.contains_key(&site).then(|| {
+                    if p.auto_placed.contains(&site) { "proactive" } else { "objtier place" }
+                }),
                 "frames": frames.and_then(|f| f.names.clone()).or_else(|| {
                     frames.map(|f| f.ips.iter().map(|ip| format!("?+{ip:#x}")).collect())
                 }),

@@ -15,7 +15,8 @@
 
 use crate::{monotonic_ns, Daemon};
 use objtier_policy::{
-    assign_tiers, ema, prioritize, tier_budget, Candidate, ProcessPolicy, TierBudget,
+    assign_tiers, ema, prioritize, proactive_placements, tier_budget, Candidate, ProcessPolicy,
+    TierBudget,
 };
 use objtier_sys::damon::{coalesce_ranges, Target};
 use objtier_sys::pages::{MoveError, PageStatus, BATCH_PAGES};
@@ -124,6 +125,42 @@ struct RecordPages {
     process: usize,
     first_page: usize,
     pages: usize,
+    site: u64,
+}
+
+impl Daemon {
+    /// Updates each process's proactive site placements from this interval's plan.
+    fn place_sites_proactively(
+        &mut self,
+        process_ids: &[u64],
+        spans: &[RecordPages],
+        assignment: &[usize],
+    ) {
+        for (pi, id) in process_ids.iter().enumerate() {
+            let wishes = proactive_placements(
+                spans
+                    .iter()
+                    .zip(assignment)
+                    .filter(|(span, _)| span.process == pi)
+                    .map(|(span, &tier)| (span.site, tier)),
+            );
+            let Some(p) = self.processes.get_mut(id) else {
+                continue;
+            };
+            // Sites placed earlier that have no live records now keep their placement: the
+            // policy has nothing new to say about them.
+            for (site, tier) in wishes {
+                if p.place_site_auto(site, tier.map(|t| t as u32)) {
+                    tracing::info!(
+                        pid = p.pid,
+                        site = format_args!("{site:#x}"),
+                        ?tier,
+                        "proactive placement"
+                    );
+                }
+            }
+        }
+    }
 }
 
 fn errno_name(errno: i32) -> String {
@@ -295,6 +332,7 @@ impl Daemon {
                     process: pi,
                     first_page,
                     pages: n,
+                    site: record.site,
                 });
                 first_page += n;
             }
@@ -337,6 +375,12 @@ impl Daemon {
             &policies,
             self.config.fast_reserve_bytes,
         );
+
+        // Proactive placement: sites whose objects were all planned below the fastest tier start
+        // new ones there. Only with samples: without them, "planned slow" means "not seen".
+        if self.config.proactive && self.source.samples() {
+            self.place_sites_proactively(&process_ids, &spans, &assignment);
+        }
 
         // 5. Migrate: work out, in one pass over every record's pages, what moves down and
         // what moves up; demotions go coldest first, promotions hottest first.

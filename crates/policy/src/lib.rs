@@ -308,6 +308,33 @@ pub fn tier_budget(
     by_fill.min(physically)
 }
 
+/// Proactive placement by allocation site (paper §3.5, its conservative scheme, for any number
+/// of tiers): a site all of whose live records the plan put below the fastest tier starts its
+/// new objects in the fastest of the tiers they were put in; every other site gets no placement
+/// (new objects go where first touch puts them, normally the fast tier while it has room).
+/// Cold sites then stop pushing hot data out of the fast tier only to be demoted a few seconds
+/// later, and a site whose objects turn hot again loses its placement as soon as one of them is
+/// planned into the fastest tier.
+///
+/// `records` are (site, planned tier) pairs; site 0 (unknown) is never placed. Returns, per site
+/// seen, the tier its new objects should start in, or None.
+pub fn proactive_placements(
+    records: impl IntoIterator<Item = (u64, usize)>,
+) -> std::collections::BTreeMap<u64, Option<usize>> {
+    let mut fastest_by_site = std::collections::BTreeMap::<u64, usize>::new();
+    for (site, tier) in records {
+        if site == 0 {
+            continue;
+        }
+        let fastest = fastest_by_site.entry(site).or_insert(tier);
+        *fastest = (*fastest).min(tier);
+    }
+    fastest_by_site
+        .into_iter()
+        .map(|(site, fastest)| (site, (fastest > 0).then_some(fastest)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -583,5 +610,22 @@ mod tests {
         let order = prioritize(&c, Prioritization::Apb);
         let got = assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None);
         assert_eq!(got, vec![0, 1, 0, 1, 1]);
+    }
+
+    #[test]
+    fn proactive_placement_only_for_sites_entirely_below_the_fast_tier() {
+        let got = proactive_placements([
+            (1, 1),
+            (1, 1), // all slow: starts slow
+            (2, 1),
+            (2, 0), // one record fast: no placement
+            (3, 2),
+            (3, 1), // three tiers: the fastest of its tiers
+            (0, 1), // unknown site: never placed
+        ]);
+        assert_eq!(
+            got.into_iter().collect::<Vec<_>>(),
+            vec![(1, Some(1)), (2, None), (3, Some(1))]
+        );
     }
 }
