@@ -3,8 +3,8 @@
  *
  *   proactive SECONDS
  *
- * Site H allocates 2 objects of 96 MiB that a second thread keeps reading and writing. Site C
- * allocates a 16 MiB object every 500 ms, writes it once and never touches it again (objects
+ * Site H allocates 2 objects of 80 MiB (most of the 180 MiB budget the daemon's --fast-capacity 200M leaves) that a second thread keeps reading and writing. Site C
+ * allocates a 4 MiB object every 500 ms, writes it once and never touches it again (objects
  * are kept). Right after writing each C object, move_pages says where its pages landed; one
  * JSON line per C object: {"t": seconds, "cold": i, "fast_share": share on node 0}, then at the
  * end {"hot_fast_share": share of H's pages on node 0}. Node 0 is the fast node (the tiered VM's
@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define HOT_BYTES (96L << 20)
-#define COLD_BYTES (16L << 20)
+#define HOT_BYTES (80L << 20)
+#define COLD_BYTES (4L << 20)
 #define PAGE 4096
 
 static atomic_int done;

@@ -188,7 +188,10 @@ proactive)
 	# later. Judged by where each new cold object's pages land right after it is written.
 	gcc -O1 -Wall -pthread -o "$WORK/proactive" tests/vm/proactive.c
 	for mode in on off; do
-		"$BIN/objtier" daemon --socket "$OBJTIER_SOCKET" --proactive $mode >> "$WORK/daemon.log" 2>&1 &
+		# --fast-capacity 200M: the hot objects take all of objtier's share of the fast tier, so
+		# every cold object is planned slow, while the node itself has room: without proactive
+		# placement new cold objects are born there only to be demoted an interval later.
+		"$BIN/objtier" daemon --socket "$OBJTIER_SOCKET" --proactive $mode --fast-capacity 200M >> "$WORK/daemon.log" 2>&1 &
 		daemon=$!
 		for _ in $(seq 50); do [ -S "$OBJTIER_SOCKET" ] && break; sleep 0.1; done
 		"$BIN/objtier" run --no-daemon -- "$WORK/proactive" 30 > "$WORK/proactive-$mode.json"
@@ -204,15 +207,24 @@ hot = [r["hot_fast_share"] for r in rows if "hot_fast_share" in r][0]
 born_fast = sum(1 for s in late if s > 0.05)
 print("%d %d %.3f" % (born_fast, len(late), hot))' "$1"
 	}
-	read -r on_fast on_late on_hot < <(summary "$WORK/proactive-on.json")
-	read -r off_fast off_late off_hot < <(summary "$WORK/proactive-off.json")
+	# (no process substitution: the VM has no /dev/fd)
+	set -- $(summary "$WORK/proactive-on.json") $(summary "$WORK/proactive-off.json")
+	on_fast=$1 on_late=$2 on_hot=$3 off_fast=$4 off_late=$5 off_hot=$6
 	echo "   cold objects allocated after 20 s born (partly) on the fast node: proactive on $on_fast of $on_late, off $off_fast of $off_late; hot objects on the fast node at the end: on $on_hot, off $off_hot"
-	if [ "$on_late" -gt 0 ] && [ "$on_fast" -eq 0 ] && grep -q "proactive placement" "$WORK/daemon.log"; then
+	sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon.log" | grep "proactive placement" | sed 's/^/   /' | head -n 8 || true
+	python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if "cold" in l]
+print("   born fast share per cold object (proactive on):", " ".join("%.0f" % (10 * r["fast_share"]) for r in rows))' "$WORK/proactive-on.json"
+	# Without the policy some late cold objects must be born fast (else this scenario could not
+	# tell the policy from its absence); with it, none.
+	if [ "$on_late" -gt 0 ] && [ "$on_fast" -eq 0 ] && [ "$off_fast" -gt 0 ] &&
+		grep -q "proactive placement" "$WORK/daemon.log"; then
 		pass cold-site-born-slow
 	else
 		fail cold-site-born-slow; daemon_log
 	fi
-	if python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= 0.9 else 1)' "$on_hot"; then
+	if python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= 0.95 else 1)' "$on_hot"; then
 		pass hot-site-keeps-the-fast-tier
 	else
 		fail hot-site-keeps-the-fast-tier; daemon_log

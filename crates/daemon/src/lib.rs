@@ -380,6 +380,7 @@ impl Daemon {
                 advice: BTreeMap::new(),
                 placements: BTreeMap::new(),
                 auto_placed: std::collections::HashSet::new(),
+                proactive_streaks: HashMap::new(),
                 resync: Resync::Idle,
                 dropped_seen: 0,
             },

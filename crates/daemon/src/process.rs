@@ -213,6 +213,8 @@ pub struct Process {
     /// The sites among `placements` that the proactive policy placed (the others were placed
     /// with `objtier place`, which the policy never overrides).
     pub auto_placed: HashSet<u64>,
+    /// Per site: the proactive policy's latest wish and for how many intervals in a row.
+    pub proactive_streaks: HashMap<u64, (Option<u32>, u32)>,
     pub resync: Resync,
     /// Drop counter value the daemon has accounted for.
     pub dropped_seen: u64,
@@ -653,6 +655,7 @@ pub(crate) mod tests {
             advice: BTreeMap::new(),
             placements: BTreeMap::new(),
             auto_placed: HashSet::new(),
+            proactive_streaks: HashMap::new(),
             resync: Resync::Idle,
             dropped_seen: 0,
         };

@@ -78,6 +78,10 @@ fn push_merged(
     }
 }
 
+/// Intervals a record must have lived before its accesses keep its site fast, and intervals a
+/// proactive placement decision must hold before it is applied.
+const PROACTIVE_SETTLED_INTERVALS: u32 = 2;
+
 /// Most ranges handed to DAMON per process; beyond, the closest records share a region.
 const MAX_RANGES_PER_PROCESS: usize = 2000;
 
@@ -134,23 +138,45 @@ impl Daemon {
         &mut self,
         process_ids: &[u64],
         spans: &[RecordPages],
+        candidates: &[Candidate],
         assignment: &[usize],
     ) {
+        let now = crate::monotonic_ns();
+        // A record's first interval says little: it was just initialised (written), so it looks
+        // hot whatever its future. Only records at least this old keep their site fast.
+        let settled_ns =
+            PROACTIVE_SETTLED_INTERVALS as u64 * self.config.interval.as_nanos() as u64;
         for (pi, id) in process_ids.iter().enumerate() {
             let wishes = proactive_placements(
                 spans
                     .iter()
+                    .zip(candidates)
                     .zip(assignment)
-                    .filter(|(span, _)| span.process == pi)
-                    .map(|(span, &tier)| (span.site, tier)),
+                    .filter(|((span, _), _)| span.process == pi)
+                    .map(|((span, c), &tier)| {
+                        let settled = now.saturating_sub(c.created_ns) >= settled_ns;
+                        (span.site, tier, c.recent_accesses > 0.0 && settled)
+                    }),
             );
             let Some(p) = self.processes.get_mut(id) else {
                 continue;
             };
             // Sites placed earlier that have no live records now keep their placement: the
-            // policy has nothing new to say about them.
+            // policy has nothing new to say about them. A wish must hold for
+            // PROACTIVE_SETTLED_INTERVALS intervals in a row before it is applied, so that one
+            // interval's sampling noise does not flip a site back and forth.
             for (site, tier) in wishes {
-                if p.place_site_auto(site, tier.map(|t| t as u32)) {
+                let tier = tier.map(|t| t as u32);
+                let streak = p.proactive_streaks.entry(site).or_insert((tier, 0));
+                if streak.0 == tier {
+                    streak.1 += 1;
+                } else {
+                    *streak = (tier, 1);
+                }
+                if streak.1 < PROACTIVE_SETTLED_INTERVALS {
+                    continue;
+                }
+                if p.place_site_auto(site, tier) {
                     tracing::info!(
                         pid = p.pid,
                         site = format_args!("{site:#x}"),
@@ -379,7 +405,7 @@ impl Daemon {
         // Proactive placement: sites whose objects were all planned below the fastest tier start
         // new ones there. Only with samples: without them, "planned slow" means "not seen".
         if self.config.proactive && self.source.samples() {
-            self.place_sites_proactively(&process_ids, &spans, &assignment);
+            self.place_sites_proactively(&process_ids, &spans, &candidates, &assignment);
         }
 
         // 5. Migrate: work out, in one pass over every record's pages, what moves down and

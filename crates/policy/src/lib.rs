@@ -308,30 +308,41 @@ pub fn tier_budget(
     by_fill.min(physically)
 }
 
-/// Proactive placement by allocation site (paper §3.5, its conservative scheme, for any number
-/// of tiers): a site all of whose live records the plan put below the fastest tier starts its
-/// new objects in the fastest of the tiers they were put in; every other site gets no placement
-/// (new objects go where first touch puts them, normally the fast tier while it has room).
-/// Cold sites then stop pushing hot data out of the fast tier only to be demoted a few seconds
-/// later, and a site whose objects turn hot again loses its placement as soon as one of them is
-/// planned into the fastest tier.
+/// Proactive placement by allocation site (paper §3.5, for any number of tiers): a site whose
+/// objects the plan keeps out of the fastest tier starts its new objects in the fastest tier
+/// they were planned into; every other site gets no placement (new objects go where first touch
+/// puts them, normally the fast tier while it has room). Cold sites then stop taking the fast
+/// tier's free room only to be demoted an interval later.
 ///
-/// `records` are (site, planned tier) pairs; site 0 (unknown) is never placed. Returns, per site
-/// seen, the tier its new objects should start in, or None.
+/// The paper's conservative scheme places a site only when *all* its live objects are planned
+/// slow. With budgets filled by resident bytes, small cold objects often stay planned fast only
+/// because they fit the budget's leftover next to a hot object that did not, so the rule here
+/// counts a record as keeping its site fast only if it is planned into the fastest tier *and*
+/// was seen accessed in the latest interval. A site is placed when at least one of its records
+/// is planned below the fastest tier and none keeps it fast; it loses the placement as soon as
+/// one does.
+///
+/// `records` are (site, planned tier, accessed in the latest interval); site 0 (unknown) is never
+/// placed. Returns, per site seen, the tier its new objects should start in, or None.
 pub fn proactive_placements(
-    records: impl IntoIterator<Item = (u64, usize)>,
+    records: impl IntoIterator<Item = (u64, usize, bool)>,
 ) -> std::collections::BTreeMap<u64, Option<usize>> {
-    let mut fastest_by_site = std::collections::BTreeMap::<u64, usize>::new();
-    for (site, tier) in records {
+    // Per site: whether a record keeps it fast, and the fastest tier below the fastest.
+    let mut sites = std::collections::BTreeMap::<u64, (bool, Option<usize>)>::new();
+    for (site, tier, accessed) in records {
         if site == 0 {
             continue;
         }
-        let fastest = fastest_by_site.entry(site).or_insert(tier);
-        *fastest = (*fastest).min(tier);
+        let (keeps_fast, slow_tier) = sites.entry(site).or_default();
+        if tier == 0 {
+            *keeps_fast |= accessed;
+        } else {
+            *slow_tier = Some(slow_tier.map_or(tier, |t: usize| t.min(tier)));
+        }
     }
-    fastest_by_site
+    sites
         .into_iter()
-        .map(|(site, fastest)| (site, (fastest > 0).then_some(fastest)))
+        .map(|(site, (keeps_fast, slow_tier))| (site, slow_tier.filter(|_| !keeps_fast)))
         .collect()
 }
 
@@ -613,19 +624,28 @@ mod tests {
     }
 
     #[test]
-    fn proactive_placement_only_for_sites_entirely_below_the_fast_tier() {
+    fn proactive_placement_for_sites_kept_out_of_the_fast_tier() {
         let got = proactive_placements([
-            (1, 1),
-            (1, 1), // all slow: starts slow
-            (2, 1),
-            (2, 0), // one record fast: no placement
-            (3, 2),
-            (3, 1), // three tiers: the fastest of its tiers
-            (0, 1), // unknown site: never placed
+            (1, 1, false),
+            (1, 1, true), // all planned slow: starts slow
+            (2, 1, false),
+            (2, 0, true), // one record planned fast and accessed: no placement
+            (3, 2, false),
+            (3, 1, false), // three tiers: the fastest of its tiers below the fastest
+            (4, 0, false),
+            (4, 1, false), // fast only by the budget's leftover, not by use: starts slow
+            (5, 0, false), // nothing planned slow: no evidence, no placement
+            (0, 1, false), // unknown site: never placed
         ]);
         assert_eq!(
             got.into_iter().collect::<Vec<_>>(),
-            vec![(1, Some(1)), (2, None), (3, Some(1))]
+            vec![
+                (1, Some(1)),
+                (2, None),
+                (3, Some(1)),
+                (4, Some(1)),
+                (5, None)
+            ]
         );
     }
 }
