@@ -328,6 +328,74 @@ pub fn for_each_live(mut f: impl FnMut(Extent, u64), then: impl FnOnce()) {
     then();
 }
 
+/// Grows the live object at `ptr` to at least `size` bytes in place, taking the pages right
+/// after it if they are free (cached dirty, clean, or never used at the end of the chunk).
+/// `on_change(before, after)` runs under the lock, so the daemon hears of the resize in order.
+/// False (and nothing changed) when the pages are not free or `ptr` is not a live object.
+pub fn grow_in_place(ptr: *mut u8, size: usize, on_change: impl FnOnce(Extent, Extent)) -> bool {
+    let Some(wanted) = pages_for(size) else {
+        return false;
+    };
+    let addr = ptr as usize;
+    let Some(chunk) = owner(addr) else {
+        return false;
+    };
+    let mut state = STATE.lock();
+    let Some(before) = state.allocated_extent(chunk, addr) else {
+        return false;
+    };
+    let start = (addr - state.chunks[chunk].base) / PAGE_SIZE;
+    let pages = before.len / PAGE_SIZE;
+    if wanted <= pages || wanted > MAX_EXTENT_PAGES {
+        return false;
+    }
+    let extra = wanted - pages;
+    let end = start + pages;
+    let c = &state.chunks[chunk];
+    if end == c.bump {
+        // The never-used tail of its chunk follows (only the current chunk has one).
+        if end + extra > c.pages {
+            return false;
+        }
+        state.chunks[chunk].bump = end + extra;
+    } else {
+        let tag = c.tag(end);
+        let free_pages = (tag >> TAG_PAGES_SHIFT) as usize;
+        if tag & TAG_ALLOCATED != 0 || free_pages < extra {
+            return false;
+        }
+        let key = state.key(chunk, end, free_pages);
+        let dirty = tag & TAG_DIRTY != 0;
+        if dirty {
+            state.dirty.remove(&key);
+            state.dirty_bytes = state.dirty_bytes.saturating_sub(free_pages * PAGE_SIZE);
+        } else {
+            state.free.remove(&key);
+        }
+        // Tag the grown object first: inserting the rest looks at the tag just before it.
+        state.chunks[chunk].mark(start, wanted, TAG_ALLOCATED);
+        let rest = free_pages - extra;
+        if rest > 0 {
+            if dirty {
+                state.insert_dirty(chunk, end + extra, rest);
+            } else {
+                state.insert_free(chunk, end + extra, rest);
+            }
+        }
+    }
+    state.chunks[chunk].mark(start, wanted, TAG_ALLOCATED);
+    let after = Extent {
+        addr,
+        len: wanted * PAGE_SIZE,
+    };
+    let live = LIVE_BYTES.fetch_add((extra * PAGE_SIZE) as u64, Ordering::Relaxed)
+        + (extra * PAGE_SIZE) as u64;
+    PEAK_LIVE_BYTES.fetch_max(live, Ordering::Relaxed);
+    on_change(before, after);
+    state.after_change();
+    true
+}
+
 /// Where a resync walk stands: (chunk index, page within the chunk).
 pub type Cursor = (usize, usize);
 
@@ -1145,5 +1213,39 @@ mod tests {
         for x in [q, r, guard] {
             assert!(free_clean(x).is_some());
         }
+    }
+
+    #[test]
+    fn objects_grow_in_place_into_free_pages_only() {
+        let _g = SERIAL.lock().unwrap();
+        flush_dirty();
+        let a = big(2 * PAGE_SIZE, 8);
+        let b = big(4 * PAGE_SIZE, 8);
+        let guard = big(PAGE_SIZE, 8);
+        let mut seen = None;
+        // b is allocated right after a: no room.
+        assert!(!grow_in_place(a, 3 * PAGE_SIZE, |_, _| panic!(
+            "nothing changed"
+        )));
+        assert!(free(b, |_| {}).is_some()); // now 4 dirty pages follow a
+        assert!(grow_in_place(a, 5 * PAGE_SIZE, |before, after| {
+            seen = Some((before.len, after.len))
+        }));
+        assert_eq!(seen, Some((2 * PAGE_SIZE, 5 * PAGE_SIZE)));
+        assert_eq!(extent_of(a).unwrap().len, 5 * PAGE_SIZE);
+        assert_eq!(
+            STATE.lock().dirty_bytes,
+            PAGE_SIZE,
+            "one dirty page is left after it"
+        );
+        assert!(
+            !grow_in_place(a, 8 * PAGE_SIZE, |_, _| {}),
+            "the guard object blocks further growth"
+        );
+        STATE.lock().check().unwrap();
+        for p in [a, guard] {
+            assert!(free_clean(p).is_some());
+        }
+        STATE.lock().check().unwrap();
     }
 }

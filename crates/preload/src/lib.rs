@@ -286,6 +286,18 @@ unsafe fn reallocate_from(ptr: *mut c_void, size: usize, caller: site::Caller) -
     if is_large && size <= old && size > old / 2 && size >= track_min {
         return ptr; // fits in the pages it already has
     }
+    if is_large && size > old {
+        // Grow into the free pages that follow, if there are enough: no copy, and the pages
+        // already there stay where the daemon put them.
+        let now = report::now_ns();
+        let grown = large::grow_in_place(ptr as *mut u8, size, |before, after| {
+            report::push(EventKind::Free, 0, before, now, 0);
+            report::push(EventKind::Alloc, 0, after, now, 0);
+        });
+        if grown {
+            return ptr;
+        }
+    }
     if old == 0 {
         // A pointer we did not allocate; we cannot know its size. Copy what is certainly
         // readable (up to the end of its page) rather than lose or overread data.
