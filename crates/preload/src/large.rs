@@ -138,6 +138,33 @@ impl Chunk {
         }
     }
 
+    /// The extents from page `from` (which must be an extent head) up to the bump, as
+    /// (first page, pages, tag); stops early at a corrupted tag rather than loop forever.
+    fn extents(&self, from: usize) -> impl Iterator<Item = (usize, usize, u32)> + '_ {
+        let mut page = from;
+        core::iter::from_fn(move || {
+            if page >= self.bump {
+                return None;
+            }
+            let tag = self.tag(page);
+            let pages = (tag >> TAG_PAGES_SHIFT) as usize;
+            if pages == 0 {
+                return None;
+            }
+            let here = page;
+            page += pages;
+            Some((here, pages, tag))
+        })
+    }
+
+    /// The live object whose extent starts at `page`.
+    fn object(&self, page: usize, pages: usize) -> Extent {
+        Extent {
+            addr: self.base + page * PAGE_SIZE,
+            len: pages * PAGE_SIZE,
+        }
+    }
+
     fn site(&self, page: usize) -> u64 {
         debug_assert!(page < self.pages);
         // SAFETY: `sites` maps `pages` u64 entries; callers hold the state lock.
@@ -308,21 +335,10 @@ pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
 pub fn for_each_live(mut f: impl FnMut(Extent, u64), then: impl FnOnce()) {
     let state = STATE.lock();
     for chunk in &state.chunks {
-        let mut page = 0;
-        while page < chunk.bump {
-            let tag = chunk.tag(page);
-            let pages = (tag >> TAG_PAGES_SHIFT) as usize;
-            if pages == 0 {
-                break; // corrupted tags: stop rather than loop forever
-            }
+        for (page, pages, tag) in chunk.extents(0) {
             if tag & TAG_ALLOCATED != 0 {
-                let extent = Extent {
-                    addr: chunk.base + page * PAGE_SIZE,
-                    len: pages * PAGE_SIZE,
-                };
-                f(extent, chunk.site(page));
+                f(chunk.object(page, pages), chunk.site(page));
             }
-            page += pages;
         }
     }
     then();
@@ -417,38 +433,29 @@ pub fn snapshot_step(
     // Frees since the last step may have merged the extent that started at `resume` into an
     // earlier one, leaving a stale tag there: only a walk from the chunk's start is sure to land
     // on extent heads. Skipping by extents is cheap next to reporting.
-    let mut page = 0;
-    while page < resume.min(chunk.bump) {
-        let pages = (chunk.tag(page) >> TAG_PAGES_SHIFT) as usize;
-        if pages == 0 {
-            break;
-        }
-        page += pages;
-    }
+    let first = chunk
+        .extents(0)
+        .find(|&(page, _, _)| page >= resume)
+        .map_or(chunk.bump, |(page, _, _)| page);
     begin(chunk.base + resume * PAGE_SIZE);
     let mut reported = 0;
-    while page < chunk.bump && reported < max_objects {
-        let tag = chunk.tag(page);
-        let pages = (tag >> TAG_PAGES_SHIFT) as usize;
-        if pages == 0 {
-            break; // corrupted tags: stop rather than loop forever
+    let mut next = chunk.bump;
+    for (page, pages, tag) in chunk.extents(first) {
+        if reported == max_objects {
+            next = page;
+            break;
         }
         if tag & TAG_ALLOCATED != 0 {
-            let extent = Extent {
-                addr: chunk.base + page * PAGE_SIZE,
-                len: pages * PAGE_SIZE,
-            };
-            f(extent, chunk.site(page));
+            f(chunk.object(page, pages), chunk.site(page));
             reported += 1;
         }
-        page += pages;
     }
-    if page >= chunk.bump {
+    if next >= chunk.bump {
         end(chunk.base + chunk.pages * PAGE_SIZE);
         Some((index + 1, 0))
     } else {
-        end(chunk.base + page * PAGE_SIZE);
-        Some((index, page))
+        end(chunk.base + next * PAGE_SIZE);
+        Some((index, next))
     }
 }
 
