@@ -4,7 +4,12 @@
 //! `OBJTIER_TRACK_MIN` bytes (4 KiB by default, the paper's tracking threshold) get whole pages of
 //! their own (`large.rs`) so the daemon can move each one between tiers alone, and each of their
 //! allocations and frees is reported to the daemon through a shared-memory ring (`report.rs`),
-//! tagged with a hash of its call path (`site.rs`).
+//! tagged with a hash of its call path (`site.rs`, cached per caller: `malloc`, `calloc` and
+//! `realloc` enter through three-instruction assembly stubs that hand over the caller's return
+//! address and stack pointer). The daemon answers through the same shared memory: which tier a
+//! site's new objects start in (`large.rs` keeps chunks bound to each tier's nodes), and when to
+//! re-announce the live objects after dropped events. `api.rs` is the C API of
+//! `include/objtier.h`.
 //!
 //! Besides the standard calls it exports glibc's own names for them (`__libc_malloc` and
 //! company: a program that calls those must get memory our `free` knows) and glibc's tuning and
