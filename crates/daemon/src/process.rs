@@ -133,6 +133,8 @@ pub struct Record {
     pub interval_accesses: f64,
     /// Sampled accesses of the last completed interval.
     pub recent_accesses: f64,
+    /// Sampled accesses of the interval before that.
+    pub previous_accesses: f64,
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -532,6 +534,7 @@ impl Process {
                     ema_accesses: 0.0,
                     interval_accesses: 0.0,
                     recent_accesses: 0.0,
+                    previous_accesses: 0.0,
                 },
             );
         }

@@ -143,7 +143,9 @@ impl Daemon {
     ) {
         let now = crate::monotonic_ns();
         // A record's first interval says little: it was just initialised (written), so it looks
-        // hot whatever its future. Only records at least this old keep their site fast.
+        // hot whatever its future. Only records at least this old keep their site fast, and only
+        // when accessed in each of the last two intervals: a page just migrated can look
+        // accessed for one interval (the kernel may map the new copy young).
         let settled_ns =
             PROACTIVE_SETTLED_INTERVALS as u64 * self.config.interval.as_nanos() as u64;
         for (pi, id) in process_ids.iter().enumerate() {
@@ -155,7 +157,8 @@ impl Daemon {
                     .filter(|((span, _), _)| span.process == pi)
                     .map(|((span, c), &tier)| {
                         let settled = now.saturating_sub(c.created_ns) >= settled_ns;
-                        (span.site, tier, c.recent_accesses > 0.0 && settled)
+                        let sustained = c.recent_accesses > 0.0 && c.previous_accesses > 0.0;
+                        (span.site, tier, sustained && settled)
                     }),
             );
             let Some(p) = self.processes.get_mut(id) else {
@@ -245,6 +248,7 @@ impl Daemon {
                 if record.interval_accesses > 0.0 {
                     record.last_access_ns = now_ns;
                 }
+                record.previous_accesses = record.recent_accesses;
                 record.recent_accesses = record.interval_accesses;
                 record.interval_accesses = 0.0;
             }
@@ -351,6 +355,7 @@ impl Daemon {
                     last_access_ns: record.last_access_ns,
                     ema_accesses: record.ema_accesses,
                     recent_accesses: record.recent_accesses,
+                    previous_accesses: record.previous_accesses,
                     resident_bytes_by_tier: resident,
                     advice: p.advice_for(start, record.len),
                 });

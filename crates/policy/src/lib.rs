@@ -78,6 +78,8 @@ pub struct Candidate {
     pub ema_accesses: f64,
     /// Sampled accesses in the latest interval alone.
     pub recent_accesses: f64,
+    /// Sampled accesses in the interval before the latest.
+    pub previous_accesses: f64,
     /// Resident bytes on each tier now (index 0 = fastest).
     pub resident_bytes_by_tier: Vec<u64>,
     /// What the program advised about this memory (`objtier_wire::advice` bits; 0 for none).
@@ -318,7 +320,8 @@ pub fn tier_budget(
 /// slow. With budgets filled by resident bytes, small cold objects often stay planned fast only
 /// because they fit the budget's leftover next to a hot object that did not, so the rule here
 /// counts a record as keeping its site fast only if it is planned into the fastest tier *and*
-/// was seen accessed in the latest interval. A site is placed when at least one of its records
+/// its accesses are real and lasting (the caller decides: the daemon asks for accesses in each
+/// of the last two intervals, after the record's first two). A site is placed when at least one of its records
 /// is planned below the fastest tier and none keeps it fast; it loses the placement as soon as
 /// one does.
 ///
@@ -361,6 +364,7 @@ mod tests {
             last_access_ns: if ema > 0.0 { 100 } else { 0 },
             ema_accesses: ema,
             recent_accesses: ema,
+            previous_accesses: ema,
             resident_bytes_by_tier: tiers.to_vec(),
             advice: 0,
         }
@@ -568,6 +572,7 @@ mod tests {
             last_access_ns: 1,
             ema_accesses: ema,
             recent_accesses: ema,
+            previous_accesses: ema,
             resident_bytes_by_tier: vec![0, 0, MIB],
             advice: 0,
         };
