@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+mod config_file;
 mod doctor;
 
 #[derive(Parser)]
@@ -95,27 +96,32 @@ struct RunArgs {
 
 #[derive(Args)]
 struct DaemonArgs {
+    /// Read options from this TOML file (keys are the long option names, e.g.
+    /// `fast-capacity = "8G"`); options given here win over the file.
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// Socket to listen on.
     #[arg(long)]
     socket: Option<PathBuf>,
-    /// Profiling interval (e.g. 2s, 500ms).
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    interval: Duration,
-    /// EMA smoothing factor for sampled accesses, in (0, 1].
-    #[arg(long, default_value_t = objtier_policy::DEFAULT_ALPHA, value_parser = parse_unit_fraction)]
-    alpha: f64,
-    /// Share of each tier's capacity to fill, in (0, 1].
-    #[arg(long, default_value_t = objtier_policy::DEFAULT_FILL, value_parser = parse_unit_fraction)]
-    fill: f64,
-    /// Objects larger than this are tracked as several records.
-    #[arg(long, default_value = "64M", value_parser = parse_size)]
-    split: u64,
-    /// How objects are ranked for the fast tier: apb (accesses per byte), lru or fifo.
-    #[arg(long, default_value = "apb")]
-    prioritization: Prioritization,
-    /// Access source: auto (best available), damon, or none.
-    #[arg(long, default_value = "auto")]
-    source: SourceChoice,
+    /// Profiling interval (e.g. 2s, 500ms) [default: 2s].
+    #[arg(long, value_parser = parse_duration)]
+    interval: Option<Duration>,
+    /// EMA smoothing factor for sampled accesses, in (0, 1] [default: 0.1].
+    #[arg(long, value_parser = parse_unit_fraction)]
+    alpha: Option<f64>,
+    /// Share of each tier's capacity to fill, in (0, 1] [default: 0.9].
+    #[arg(long, value_parser = parse_unit_fraction)]
+    fill: Option<f64>,
+    /// Objects larger than this are tracked as several records [default: 64M].
+    #[arg(long, value_parser = parse_size)]
+    split: Option<u64>,
+    /// How objects are ranked for the fast tier: apb (accesses per byte), lru or fifo
+    /// [default: apb].
+    #[arg(long)]
+    prioritization: Option<Prioritization>,
+    /// Access source: auto (best available), damon, or none [default: auto].
+    #[arg(long)]
+    source: Option<SourceChoice>,
     /// Explicit tiers, fastest first: node lists separated by ';' (e.g. "0;1" or "1;0;2").
     #[arg(long, value_parser = parse_tiers)]
     tiers: Option<Vec<Vec<u32>>>,
@@ -126,16 +132,20 @@ struct DaemonArgs {
     /// tier except for SIZE kept for the highest priority (default: keep them out entirely).
     #[arg(long, value_parser = parse_size)]
     fast_reserve: Option<u64>,
-    /// Proactive placement by allocation site: on (a site whose live objects were all planned
-    /// below the fastest tier starts its new objects there) or off.
-    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
-    proactive: String,
-    /// DAMON sampling interval.
-    #[arg(long, default_value = "5ms", value_parser = parse_duration)]
-    damon_sample: Duration,
-    /// DAMON aggregation interval.
-    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
-    damon_aggregate: Duration,
+    /// Proactive placement by allocation site: on (a site whose objects are kept out of the
+    /// fastest tier starts its new objects where they were planned) or off [default: on].
+    #[arg(long, value_parser = ["on", "off"])]
+    proactive: Option<String>,
+    /// Most bytes migrated per second, e.g. 512M (default: no limit; a step still migrates for
+    /// at most two intervals).
+    #[arg(long, value_parser = parse_size)]
+    rate_limit: Option<u64>,
+    /// DAMON sampling interval [default: 5ms].
+    #[arg(long, value_parser = parse_duration)]
+    damon_sample: Option<Duration>,
+    /// DAMON aggregation interval [default: 100ms].
+    #[arg(long, value_parser = parse_duration)]
+    damon_aggregate: Option<Duration>,
     /// Plan and report, but move no page.
     #[arg(long)]
     dry_run: bool,
@@ -248,27 +258,104 @@ fn init_logging() {
 
 fn daemon(args: DaemonArgs) -> anyhow::Result<ExitCode> {
     init_logging();
-    let mut config = DaemonConfig::new(args.socket.unwrap_or_else(default_socket_path));
-    config.interval = args.interval;
-    config.alpha = args.alpha;
-    config.fill = args.fill;
-    config.split_bytes = args.split.max(objtier_wire::PAGE_SIZE as u64);
-    config.prioritization = args.prioritization;
-    config.source = args.source;
-    config.tiers = args.tiers;
-    config.fast_capacity_bytes = args.fast_capacity;
-    config.fast_reserve_bytes = args.fast_reserve;
-    config.proactive = args.proactive == "on";
+    let config = daemon_config(args)?;
+    objtier_daemon::run(config)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The daemon's configuration: command line, else `--config` file, else built-in defaults.
+fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
+    let file = match &args.config {
+        Some(path) => config_file::DaemonFile::read(path)?,
+        None => config_file::DaemonFile::default(),
+    };
+    fn text<T>(
+        key: &str,
+        value: &Option<String>,
+        parse: fn(&str) -> Result<T, String>,
+    ) -> anyhow::Result<Option<T>> {
+        value
+            .as_deref()
+            .map(|v| parse(v).map_err(|e| anyhow::anyhow!("{key}: {e}")))
+            .transpose()
+    }
+    let size = |key: &str, value: &Option<config_file::SizeValue>| {
+        value.as_ref().map(|v| v.bytes(key)).transpose()
+    };
+    let fraction = |key: &str, value: Option<f64>| {
+        value
+            .map(|v| parse_unit_fraction(&v.to_string()).map_err(|e| anyhow::anyhow!("{key}: {e}")))
+            .transpose()
+    };
+    let socket = args
+        .socket
+        .or(file.socket)
+        .unwrap_or_else(default_socket_path);
+    let mut config = DaemonConfig::new(socket);
+    config.interval = args
+        .interval
+        .or(text("interval", &file.interval, parse_duration)?)
+        .unwrap_or(Duration::from_secs(2));
+    config.alpha = args
+        .alpha
+        .or(fraction("alpha", file.alpha)?)
+        .unwrap_or(objtier_policy::DEFAULT_ALPHA);
+    config.fill = args
+        .fill
+        .or(fraction("fill", file.fill)?)
+        .unwrap_or(objtier_policy::DEFAULT_FILL);
+    config.split_bytes = args
+        .split
+        .or(size("split", &file.split)?)
+        .unwrap_or(64 << 20)
+        .max(objtier_wire::PAGE_SIZE as u64);
+    config.prioritization = match (args.prioritization, &file.prioritization) {
+        (Some(p), _) => p,
+        (None, Some(text)) => text
+            .parse()
+            .map_err(|_| anyhow::anyhow!("prioritization: {text:?} is not apb, lru or fifo"))?,
+        (None, None) => Prioritization::Apb,
+    };
+    config.source = match (args.source, &file.source) {
+        (Some(s), _) => s,
+        (None, Some(text)) => text
+            .parse()
+            .map_err(|_| anyhow::anyhow!("source: {text:?} is not auto, damon or none"))?,
+        (None, None) => SourceChoice::Auto,
+    };
+    config.tiers = args.tiers.or(text("tiers", &file.tiers, parse_tiers)?);
+    config.fast_capacity_bytes = args
+        .fast_capacity
+        .or(size("fast-capacity", &file.fast_capacity)?);
+    config.fast_reserve_bytes = args
+        .fast_reserve
+        .or(size("fast-reserve", &file.fast_reserve)?);
+    config.proactive = match args.proactive.as_deref() {
+        Some(v) => v == "on",
+        None => file.proactive.unwrap_or(true),
+    };
+    config.rate_limit_bytes_per_second = args.rate_limit.or(size("rate-limit", &file.rate_limit)?);
     config.dry_run = args.dry_run;
     config.exit_when_idle = args.exit_when_idle;
     config.exit_with_pid = args.exit_with_pid;
-    config.damon.sample_us = args.damon_sample.as_micros() as u64;
-    config.damon.aggr_us = args.damon_aggregate.as_micros() as u64;
+    let damon_sample = args
+        .damon_sample
+        .or(text("damon-sample", &file.damon_sample, parse_duration)?)
+        .unwrap_or(Duration::from_millis(5));
+    let damon_aggregate = args
+        .damon_aggregate
+        .or(text(
+            "damon-aggregate",
+            &file.damon_aggregate,
+            parse_duration,
+        )?)
+        .unwrap_or(Duration::from_millis(100));
+    config.damon.sample_us = damon_sample.as_micros() as u64;
+    config.damon.aggr_us = damon_aggregate.as_micros() as u64;
     if config.damon.aggr_us < config.damon.sample_us {
         bail!("--damon-aggregate must be at least --damon-sample");
     }
-    objtier_daemon::run(config)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(config)
 }
 
 /// Finds libobjtier.so: --lib, $OBJTIER_LIB, beside the executable, ../lib, then system dirs.
@@ -555,5 +642,49 @@ mod tests {
         assert_eq!(parse_tiers("0;1-2"), Ok(vec![vec![0], vec![1, 2]]));
         assert!(parse_tiers("0;;1").is_err());
         assert!(parse_unit_fraction("1.5").is_err());
+    }
+
+    fn config_from(args: &[&str]) -> anyhow::Result<DaemonConfig> {
+        let cli = Cli::try_parse_from(args).map_err(|e| anyhow::anyhow!("{e}"))?;
+        match cli.command {
+            Cmd::Daemon(args) => daemon_config(args),
+            _ => unreachable!("a daemon command line"),
+        }
+    }
+
+    #[test]
+    fn daemon_options_come_from_the_command_line_then_the_file_then_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("objtier.toml");
+        std::fs::write(
+            &file,
+            "fill = 0.8\ninterval = \"1s\"\nprioritization = \"lru\"\nsource = \"none\"\n\
+             rate-limit = \"256M\"\nproactive = false\n",
+        )
+        .unwrap();
+        let path = file.to_str().unwrap();
+        let c = config_from(&["objtier", "daemon", "--config", path, "--fill", "0.5"]).unwrap();
+        assert_eq!(c.fill, 0.5, "the command line wins");
+        assert_eq!(c.interval, Duration::from_secs(1), "then the file");
+        assert_eq!(c.prioritization, Prioritization::Lru);
+        assert_eq!(c.source, SourceChoice::None);
+        assert_eq!(c.rate_limit_bytes_per_second, Some(256 << 20));
+        assert!(!c.proactive);
+        assert_eq!(c.alpha, objtier_policy::DEFAULT_ALPHA, "then the default");
+        assert_eq!(c.split_bytes, 64 << 20);
+        let defaults = config_from(&["objtier", "daemon"]).unwrap();
+        assert_eq!(defaults.interval, Duration::from_secs(2));
+        assert!(defaults.proactive);
+        std::fs::write(&file, "prioritization = \"random\"\n").unwrap();
+        let err = config_from(&["objtier", "daemon", "--config", path]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("not apb, lru or fifo"),
+            "{err:#}"
+        );
+        let err = config_from(&["objtier", "daemon", "--config", "/nonexistent.toml"]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("cannot read the config file"),
+            "{err:#}"
+        );
     }
 }

@@ -55,6 +55,8 @@ pub struct DaemonConfig {
     /// Proactive placement (paper §3.5): sites whose live objects were all planned below the
     /// fastest tier start their new objects there (needs an access source).
     pub proactive: bool,
+    /// Most bytes migrated per second (`--rate-limit`); None: no limit beyond the step time.
+    pub rate_limit_bytes_per_second: Option<u64>,
     /// Plan and log, but move nothing.
     pub dry_run: bool,
     /// Exit once no process has been attached for `idle_linger` (used by `objtier run`).
@@ -85,6 +87,7 @@ impl DaemonConfig {
             fast_capacity_bytes: None,
             fast_reserve_bytes: None,
             proactive: true,
+            rate_limit_bytes_per_second: None,
             dry_run: false,
             exit_when_idle: false,
             idle_linger: Duration::from_secs(3),

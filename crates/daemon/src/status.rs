@@ -72,6 +72,8 @@ pub fn status_json(d: &Daemon) -> Value {
             "source": d.source.name(),
             "source_detail": d.source.describe(),
             "dry_run": d.config.dry_run,
+            "proactive": d.config.proactive,
+            "rate_limit_bytes_per_second": d.config.rate_limit_bytes_per_second,
             "tier_source": format!("{:?}", d.topology.tier_source),
             "totals": d.totals,
             "last_interval": d.last_interval,

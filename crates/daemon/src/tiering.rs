@@ -54,6 +54,8 @@ pub struct IntervalReport {
     pub failed_pages: u64,
     /// Pages left for the next interval because this one's migration time ran out.
     pub deferred_pages: u64,
+    /// Pages left for the next interval by the migration rate limit (`--rate-limit`).
+    pub rate_limited_pages: u64,
     pub source_error: Option<String>,
 }
 
@@ -430,6 +432,11 @@ impl Daemon {
         }
         let mut dead = vec![false; process_ids.len()];
         let migration_started = Instant::now();
+        let rate_limit_bytes = self
+            .config
+            .rate_limit_bytes_per_second
+            .map(|rate| (rate as f64 * self.config.interval.as_secs_f64()) as u64);
+        let (mut step_bytes, mut rate_limited) = (0u64, false);
         // Room for promotions before any demotion: free memory beyond twice the fill reserve.
         // Counting only one reserve was seen to be optimistic: the kernel keeps watermarks of
         // its own, and refused promotions cost a whole step (they are only retried next time).
@@ -446,6 +453,17 @@ impl Daemon {
                 report.deferred_pages += pages.len() as u64;
                 continue;
             }
+            // The rate limit allows one interval's worth of bytes per step; the rest waits for
+            // the next interval (not an immediate re-plan, which would defeat the limit).
+            // Once it is reached, nothing more moves this step: a later promotion may need the
+            // room of a demotion the limit held back.
+            let batch_bytes = pages.len() as u64 * PAGE_SIZE as u64;
+            if rate_limited || rate_limit_bytes.is_some_and(|l| step_bytes + batch_bytes > l) {
+                rate_limited = true;
+                report.rate_limited_pages += pages.len() as u64;
+                continue;
+            }
+            step_bytes += batch_bytes;
             if dead[pi] {
                 continue;
             }
@@ -509,6 +527,7 @@ impl Daemon {
                 demoted_pages = report.demoted_pages,
                 failed_pages = report.failed_pages,
                 deferred_pages = report.deferred_pages,
+                rate_limited_pages = report.rate_limited_pages,
                 duration_ms = report.duration_ms,
                 "migrated"
             );
@@ -628,6 +647,38 @@ mod tests {
     /// The whole interval against a recording fake kernel: a hot object in the slow tier and a
     /// fast tier full of cold ones. Exactly enough cold pages are demoted, before the hot object
     /// is promoted, and nothing else moves.
+    #[test]
+    fn the_rate_limit_holds_back_what_does_not_fit_the_interval() {
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut p, _peer) = process();
+        let pid = p.pid;
+        let base = 0x7000_0000_0000u64;
+        for i in 0..9 {
+            let start = base + i * MIB;
+            push(&p, EventKind::Alloc, start, MIB, event_flags::SNAPSHOT);
+            fake.lock().unwrap().place(pid, start, MIB, 0);
+        }
+        let hot = base + 64 * MIB;
+        push(&p, EventKind::Alloc, hot, 2 * MIB, event_flags::SNAPSHOT);
+        fake.lock().unwrap().place(pid, hot, 2 * MIB, 1);
+        p.drain();
+        p.records.get_mut(&hot).unwrap().interval_accesses = 100.0;
+        let mut daemon = daemon_with(two_tiers(10 * MIB, 0), p, &fake, &sys);
+        // 3 MiB per 2 s interval: the 2 MiB demotion fits, the 2 MiB promotion after it does not.
+        daemon.config.rate_limit_bytes_per_second = Some(3 * MIB / 2);
+        daemon.interval();
+        let report = daemon.last_interval.as_ref().unwrap();
+        assert_eq!(report.demoted_pages, 512);
+        assert_eq!(report.promoted_pages, 0);
+        assert_eq!(report.rate_limited_pages, 512);
+        assert_eq!(
+            report.deferred_pages, 0,
+            "held back for the next interval, not re-planned"
+        );
+        assert_eq!(fake.lock().unwrap().moves().len(), 1);
+    }
+
     #[test]
     fn interval_demotes_then_promotes_through_the_page_mover() {
         let sys = tempfile::tempdir().unwrap();

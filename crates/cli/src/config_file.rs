@@ -1,0 +1,102 @@
+//! `objtier daemon --config FILE`: the daemon's options in a TOML file.
+//!
+//! Keys are the long option names (`fast-capacity = "8G"`, `interval = "2s"`,
+//! `proactive = false`); an option given on the command line wins over the file, and the file
+//! wins over the built-in default. Unknown keys are errors that name the key and the file, so a
+//! typo never silently leaves a default in place.
+
+use anyhow::Context;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// A size written as a number of bytes or as text with a suffix ("512M").
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+impl SizeValue {
+    pub fn bytes(&self, key: &str) -> anyhow::Result<u64> {
+        match self {
+            SizeValue::Bytes(b) => Ok(*b),
+            SizeValue::Text(t) => crate::parse_size(t).map_err(|e| anyhow::anyhow!("{key}: {e}")),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DaemonFile {
+    pub socket: Option<PathBuf>,
+    pub interval: Option<String>,
+    pub alpha: Option<f64>,
+    pub fill: Option<f64>,
+    pub split: Option<SizeValue>,
+    pub prioritization: Option<String>,
+    pub source: Option<String>,
+    pub tiers: Option<String>,
+    pub fast_capacity: Option<SizeValue>,
+    pub fast_reserve: Option<SizeValue>,
+    pub proactive: Option<bool>,
+    pub rate_limit: Option<SizeValue>,
+    pub damon_sample: Option<String>,
+    pub damon_aggregate: Option<String>,
+}
+
+impl DaemonFile {
+    pub fn read(path: &Path) -> anyhow::Result<DaemonFile> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the config file {}", path.display()))?;
+        DaemonFile::parse(&text).with_context(|| format!("in the config file {}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> anyhow::Result<DaemonFile> {
+        toml::from_str(text).map_err(|e| {
+            anyhow::anyhow!(
+                "{}; the keys are the daemon's long options: socket, interval, alpha, fill, \
+                 split, prioritization, source, tiers, fast-capacity, fast-reserve, proactive, \
+                 rate-limit, damon-sample, damon-aggregate",
+                e.to_string().trim_end()
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_every_key_and_refuses_unknown_ones() {
+        let file = DaemonFile::parse(
+            r#"
+            interval = "1s"
+            fill = 0.8
+            split = "32M"
+            fast-capacity = 1073741824
+            proactive = false
+            rate-limit = "512M"
+            tiers = "0;1"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(file.interval.as_deref(), Some("1s"));
+        assert_eq!(file.fill, Some(0.8));
+        assert_eq!(file.split.unwrap().bytes("split").unwrap(), 32 << 20);
+        assert_eq!(file.fast_capacity.unwrap().bytes("x").unwrap(), 1 << 30);
+        assert_eq!(file.proactive, Some(false));
+        assert_eq!(file.rate_limit.unwrap().bytes("x").unwrap(), 512 << 20);
+        let err = DaemonFile::parse("fast_capacity = \"1G\"").unwrap_err();
+        assert!(format!("{err:#}").contains("fast_capacity"), "{err:#}");
+        assert!(format!("{err:#}").contains("fast-capacity"), "{err:#}");
+        assert!(DaemonFile::parse("fill = \"lots\"").is_err());
+        assert!(DaemonFile::parse("split = \"3Q\"")
+            .unwrap()
+            .split
+            .unwrap()
+            .bytes("split")
+            .is_err());
+    }
+}
