@@ -291,38 +291,57 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
         .socket
         .or(file.socket)
         .unwrap_or_else(default_socket_path);
+    // Defaults are DaemonConfig's; each option comes from the command line, else the file.
     let mut config = DaemonConfig::new(socket);
-    config.interval = args
+    if let Some(v) = args
         .interval
         .or(text("interval", &file.interval, parse_duration)?)
-        .unwrap_or(Duration::from_secs(2));
-    config.alpha = args
-        .alpha
-        .or(fraction("alpha", file.alpha)?)
-        .unwrap_or(objtier_policy::DEFAULT_ALPHA);
-    config.fill = args
-        .fill
-        .or(fraction("fill", file.fill)?)
-        .unwrap_or(objtier_policy::DEFAULT_FILL);
-    config.split_bytes = args
-        .split
-        .or(size("split", &file.split)?)
-        .unwrap_or(64 << 20)
-        .max(objtier_wire::PAGE_SIZE as u64);
-    config.prioritization = match (args.prioritization, &file.prioritization) {
-        (Some(p), _) => p,
-        (None, Some(text)) => text
-            .parse()
-            .map_err(|_| anyhow::anyhow!("prioritization: {text:?} is not apb, lru or fifo"))?,
-        (None, None) => Prioritization::Apb,
+    {
+        config.interval = v;
+    }
+    if let Some(v) = args.alpha.or(fraction("alpha", file.alpha)?) {
+        config.alpha = v;
+    }
+    if let Some(v) = args.fill.or(fraction("fill", file.fill)?) {
+        config.fill = v;
+    }
+    if let Some(v) = args.split.or(size("split", &file.split)?) {
+        config.split_bytes = v.max(objtier_wire::PAGE_SIZE as u64);
+    }
+    let prioritization = |t: &str| {
+        t.parse()
+            .map_err(|_| format!("{t:?} is not apb, lru or fifo"))
     };
-    config.source = match (args.source, &file.source) {
-        (Some(s), _) => s,
-        (None, Some(text)) => text
-            .parse()
-            .map_err(|_| anyhow::anyhow!("source: {text:?} is not auto, damon or none"))?,
-        (None, None) => SourceChoice::Auto,
+    if let Some(v) = args.prioritization.or(text(
+        "prioritization",
+        &file.prioritization,
+        prioritization,
+    )?) {
+        config.prioritization = v;
+    }
+    let source = |t: &str| {
+        t.parse()
+            .map_err(|_| format!("{t:?} is not auto, damon or none"))
     };
+    if let Some(v) = args.source.or(text("source", &file.source, source)?) {
+        config.source = v;
+    }
+    if let Some(v) = args
+        .proactive
+        .as_deref()
+        .map(|v| v == "on")
+        .or(file.proactive)
+    {
+        config.proactive = v;
+    }
+    let damon_sample = text("damon-sample", &file.damon_sample, parse_duration)?;
+    if let Some(v) = args.damon_sample.or(damon_sample) {
+        config.damon.sample_us = v.as_micros() as u64;
+    }
+    let damon_aggregate = text("damon-aggregate", &file.damon_aggregate, parse_duration)?;
+    if let Some(v) = args.damon_aggregate.or(damon_aggregate) {
+        config.damon.aggr_us = v.as_micros() as u64;
+    }
     config.tiers = args.tiers.or(text("tiers", &file.tiers, parse_tiers)?);
     config.fast_capacity_bytes = args
         .fast_capacity
@@ -330,28 +349,10 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     config.fast_reserve_bytes = args
         .fast_reserve
         .or(size("fast-reserve", &file.fast_reserve)?);
-    config.proactive = match args.proactive.as_deref() {
-        Some(v) => v == "on",
-        None => file.proactive.unwrap_or(true),
-    };
     config.rate_limit_bytes_per_second = args.rate_limit.or(size("rate-limit", &file.rate_limit)?);
     config.dry_run = args.dry_run;
     config.exit_when_idle = args.exit_when_idle;
     config.exit_with_pid = args.exit_with_pid;
-    let damon_sample = args
-        .damon_sample
-        .or(text("damon-sample", &file.damon_sample, parse_duration)?)
-        .unwrap_or(Duration::from_millis(5));
-    let damon_aggregate = args
-        .damon_aggregate
-        .or(text(
-            "damon-aggregate",
-            &file.damon_aggregate,
-            parse_duration,
-        )?)
-        .unwrap_or(Duration::from_millis(100));
-    config.damon.sample_us = damon_sample.as_micros() as u64;
-    config.damon.aggr_us = damon_aggregate.as_micros() as u64;
     if config.damon.aggr_us < config.damon.sample_us {
         bail!("--damon-aggregate must be at least --damon-sample");
     }

@@ -379,7 +379,6 @@ impl Daemon {
                 sites: HashMap::new(),
                 advice: BTreeMap::new(),
                 placements: BTreeMap::new(),
-                auto_placed: std::collections::HashSet::new(),
                 proactive_streaks: HashMap::new(),
                 resync: Resync::Idle,
                 dropped_seen: 0,

@@ -168,6 +168,15 @@ impl SiteFrames {
     }
 }
 
+/// Who placed a site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlacedBy {
+    /// `objtier place`.
+    Hand,
+    /// The proactive policy.
+    Proactive,
+}
+
 /// Progress of a resync (see the module doc).
 #[derive(Debug, Default)]
 pub enum Resync {
@@ -210,11 +219,9 @@ pub struct Process {
     pub sites: HashMap<u64, SiteFrames>,
     /// Advice from `objtier_advise`: start -> (len, advice bits).
     pub advice: BTreeMap<u64, (u64, u32)>,
-    /// Starting tiers set for sites (mirrors the control area's table, for status).
-    pub placements: BTreeMap<u64, u32>,
-    /// The sites among `placements` that the proactive policy placed (the others were placed
-    /// with `objtier place`, which the policy never overrides).
-    pub auto_placed: HashSet<u64>,
+    /// Starting tiers set for sites (mirrors the control area's table, for status), and who
+    /// set each: the proactive policy never overrides a placement made with `objtier place`.
+    pub placements: BTreeMap<u64, (u32, PlacedBy)>,
     /// Per site: the proactive policy's latest wish and for how many intervals in a row.
     pub proactive_streaks: HashMap<u64, (Option<u32>, u32)>,
     pub resync: Resync,
@@ -487,37 +494,27 @@ impl Process {
     /// Applies the proactive policy's wish for `site` (see `objtier_policy::proactive_placements`)
     /// unless the site was placed by hand. Returns true if the placement changed.
     pub fn place_site_auto(&mut self, site: u64, tier: Option<u32>) -> bool {
-        let manual = self.placements.contains_key(&site) && !self.auto_placed.contains(&site);
-        if manual || self.placements.get(&site).copied() == tier {
-            return false;
+        match self.placements.get(&site) {
+            Some((_, PlacedBy::Hand)) => false,
+            current if current.map(|&(t, _)| t) == tier => false,
+            _ => self.set_placement(site, tier, PlacedBy::Proactive),
         }
-        if !self.ring.control().set_site_tier(site, tier) {
-            return false;
-        }
-        match tier {
-            Some(t) => {
-                self.placements.insert(site, t);
-                self.auto_placed.insert(site);
-            }
-            None => {
-                self.placements.remove(&site);
-                self.auto_placed.remove(&site);
-            }
-        }
-        true
     }
 
     /// Sets (or clears) the tier new objects of `site` start in, by hand (`objtier place`): the
     /// proactive policy leaves the site alone from then on. False if the table is full.
     pub fn place_site(&mut self, site: u64, tier: Option<u32>) -> bool {
+        self.set_placement(site, tier, PlacedBy::Hand)
+    }
+
+    fn set_placement(&mut self, site: u64, tier: Option<u32>, by: PlacedBy) -> bool {
         if !self.ring.control().set_site_tier(site, tier) {
             return false;
         }
         match tier {
-            Some(t) => self.placements.insert(site, t),
+            Some(t) => self.placements.insert(site, (t, by)),
             None => self.placements.remove(&site),
         };
-        self.auto_placed.remove(&site);
         true
     }
 
@@ -657,7 +654,6 @@ pub(crate) mod tests {
             sites: HashMap::new(),
             advice: BTreeMap::new(),
             placements: BTreeMap::new(),
-            auto_placed: HashSet::new(),
             proactive_streaks: HashMap::new(),
             resync: Resync::Idle,
             dropped_seen: 0,

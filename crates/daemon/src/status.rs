@@ -109,9 +109,10 @@ fn sites_json(p: &crate::process::Process) -> Vec<Value> {
                 "site": format!("{site:#018x}"),
                 "objects": objects,
                 "bytes": bytes,
-                "start_tier": p.placements.get(&site),
-                "placed_by": p.placements.contains_key(&site).then(|| {
-                    if p.auto_placed.contains(&site) { "proactive" } else { "objtier place" }
+                "start_tier": p.placements.get(&site).map(|&(tier, _)| tier),
+                "placed_by": p.placements.get(&site).map(|&(_, by)| match by {
+                    crate::process::PlacedBy::Hand => "objtier place",
+                    crate::process::PlacedBy::Proactive => "proactive",
                 }),
                 "frames": frames.and_then(|f| f.names.clone()).or_else(|| {
                     frames.map(|f| f.ips.iter().map(|ip| format!("?+{ip:#x}")).collect())

@@ -644,13 +644,12 @@ mod tests {
         }
     }
 
-    /// The whole interval against a recording fake kernel: a hot object in the slow tier and a
-    /// fast tier full of cold ones. Exactly enough cold pages are demoted, before the hot object
-    /// is promoted, and nothing else moves.
-    #[test]
-    fn the_rate_limit_holds_back_what_does_not_fit_the_interval() {
-        let sys = tempfile::tempdir().unwrap();
-        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+    /// Nine cold 1 MiB objects filling a 10 MiB fast tier (0.9 fill, nothing free) and a hot
+    /// 2 MiB object in the slow tier, placed in `fake`. Returns the daemon and the hot object.
+    fn hot_object_behind_a_full_fast_tier(
+        fake: &Arc<Mutex<RecordingPageMover>>,
+        sys: &tempfile::TempDir,
+    ) -> (Daemon, u64) {
         let (mut p, _peer) = process();
         let pid = p.pid;
         let base = 0x7000_0000_0000u64;
@@ -664,7 +663,14 @@ mod tests {
         fake.lock().unwrap().place(pid, hot, 2 * MIB, 1);
         p.drain();
         p.records.get_mut(&hot).unwrap().interval_accesses = 100.0;
-        let mut daemon = daemon_with(two_tiers(10 * MIB, 0), p, &fake, &sys);
+        (daemon_with(two_tiers(10 * MIB, 0), p, fake, sys), hot)
+    }
+
+    #[test]
+    fn the_rate_limit_holds_back_what_does_not_fit_the_interval() {
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut daemon, _hot) = hot_object_behind_a_full_fast_tier(&fake, &sys);
         // 3 MiB per 2 s interval: the 2 MiB demotion fits, the 2 MiB promotion after it does not.
         daemon.config.rate_limit_bytes_per_second = Some(3 * MIB / 2);
         daemon.interval();
@@ -679,26 +685,15 @@ mod tests {
         assert_eq!(fake.lock().unwrap().moves().len(), 1);
     }
 
+    /// The whole interval against a recording fake kernel: a hot object in the slow tier and a
+    /// fast tier full of cold ones. Exactly enough cold pages are demoted, before the hot object
+    /// is promoted, and nothing else moves.
     #[test]
     fn interval_demotes_then_promotes_through_the_page_mover() {
         let sys = tempfile::tempdir().unwrap();
         let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
-        let (mut p, _peer) = process();
-        let pid = p.pid;
+        let (mut daemon, hot) = hot_object_behind_a_full_fast_tier(&fake, &sys);
         let base = 0x7000_0000_0000u64;
-        // Nine cold 1 MiB objects fill the fast tier (10 MiB, 0.9 fill, nothing free)...
-        for i in 0..9 {
-            let start = base + i * MIB;
-            push(&p, EventKind::Alloc, start, MIB, event_flags::SNAPSHOT);
-            fake.lock().unwrap().place(pid, start, MIB, 0);
-        }
-        // ...and a hot 2 MiB object sits in the slow tier.
-        let hot = base + 64 * MIB;
-        push(&p, EventKind::Alloc, hot, 2 * MIB, event_flags::SNAPSHOT);
-        fake.lock().unwrap().place(pid, hot, 2 * MIB, 1);
-        p.drain();
-        p.records.get_mut(&hot).unwrap().interval_accesses = 100.0;
-        let mut daemon = daemon_with(two_tiers(10 * MIB, 0), p, &fake, &sys);
         daemon.interval();
 
         let fake = fake.lock().unwrap();

@@ -355,6 +355,18 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    /// A fast tier with `fast_bytes` of budget, and a slow one that takes the rest.
+    fn fast_and_slow(fast_bytes: u64) -> [TierBudget; 2] {
+        [
+            TierBudget {
+                budget_bytes: fast_bytes,
+            },
+            TierBudget {
+                budget_bytes: u64::MAX,
+            },
+        ]
+    }
+
     fn cand(id: usize, len: u64, ema: f64, tiers: [u64; 2]) -> Candidate {
         Candidate {
             id,
@@ -395,14 +407,7 @@ mod tests {
         ];
         let order = prioritize(&c, Prioritization::Apb);
         assert_eq!(&order[..2], &[4, 3]);
-        let budgets = [
-            TierBudget {
-                budget_bytes: 2 * 96 * MIB,
-            },
-            TierBudget {
-                budget_bytes: u64::MAX,
-            },
-        ];
+        let budgets = fast_and_slow(2 * 96 * MIB);
         let a = assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None);
         assert_eq!(a, vec![1, 1, 1, 0, 0]);
     }
@@ -411,14 +416,7 @@ mod tests {
     fn unobserved_records_are_never_promoted_but_may_stay() {
         let c = vec![cand(0, MIB, 0.0, [0, MIB]), cand(1, MIB, 0.0, [MIB, 0])];
         let order = prioritize(&c, Prioritization::Apb);
-        let budgets = [
-            TierBudget {
-                budget_bytes: 10 * MIB,
-            },
-            TierBudget {
-                budget_bytes: u64::MAX,
-            },
-        ];
+        let budgets = fast_and_slow(10 * MIB);
         assert_eq!(
             assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None),
             vec![1, 0]
@@ -430,14 +428,7 @@ mod tests {
         let mut c = vec![cand(0, MIB, 0.5, [0, MIB])];
         c[0].recent_accesses = 0.0;
         let order = prioritize(&c, Prioritization::Apb);
-        let budgets = [
-            TierBudget {
-                budget_bytes: 10 * MIB,
-            },
-            TierBudget {
-                budget_bytes: u64::MAX,
-            },
-        ];
+        let budgets = fast_and_slow(10 * MIB);
         assert_eq!(
             assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None),
             vec![1]
@@ -451,14 +442,7 @@ mod tests {
         let hotter = cand(0, 99 * MIB, 1000.0, [99 * MIB, 0]);
         let resident = cand(1, 2 * MIB, 1.0, [2 * MIB, 0]);
         let outside = cand(2, 2 * MIB, 1.0, [0, 2 * MIB]);
-        let budgets = [
-            TierBudget {
-                budget_bytes: 100 * MIB,
-            },
-            TierBudget {
-                budget_bytes: u64::MAX,
-            },
-        ];
+        let budgets = fast_and_slow(100 * MIB);
         let c = vec![hotter.clone(), resident];
         let order = prioritize(&c, Prioritization::Apb);
         assert_eq!(
@@ -481,14 +465,7 @@ mod tests {
         ];
         c[1].process = 1;
         let order = prioritize(&c, Prioritization::Apb);
-        let budgets = [
-            TierBudget {
-                budget_bytes: u64::MAX,
-            },
-            TierBudget {
-                budget_bytes: u64::MAX,
-            },
-        ];
+        let budgets = fast_and_slow(u64::MAX);
         let capped = ProcessPolicy {
             fast_cap_bytes: Some(32 * MIB),
             priority: 0,
@@ -512,14 +489,7 @@ mod tests {
         ];
         c[1].process = 1;
         let order = prioritize(&c, Prioritization::Apb);
-        let budgets = [
-            TierBudget {
-                budget_bytes: 100 * MIB,
-            },
-            TierBudget {
-                budget_bytes: u64::MAX,
-            },
-        ];
+        let budgets = fast_and_slow(100 * MIB);
         let procs = [
             ProcessPolicy::default(),
             ProcessPolicy {

@@ -89,6 +89,12 @@ static PEAK_LIVE_BYTES: AtomicU64 = AtomicU64::new(0);
 /// Coarse monotonic second of the last idle purge.
 static LAST_PURGE_SECOND: AtomicU64 = AtomicU64::new(0);
 
+/// Counts `bytes` more handed out, keeping the high-water mark.
+fn add_live_bytes(bytes: usize) {
+    let live = LIVE_BYTES.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
+    PEAK_LIVE_BYTES.fetch_max(live, Ordering::Relaxed);
+}
+
 /// Coarse monotonic seconds (CLOCK_MONOTONIC_COARSE: a vDSO read, no syscall).
 fn coarse_seconds() -> u64 {
     let mut ts = libc::timespec {
@@ -270,8 +276,7 @@ pub fn alloc(
     state.after_change();
     let addr = state.chunks[chunk].base + start * PAGE_SIZE;
     let len = pages * PAGE_SIZE;
-    let live = LIVE_BYTES.fetch_add(len as u64, Ordering::Relaxed) + len as u64;
-    PEAK_LIVE_BYTES.fetch_max(live, Ordering::Relaxed);
+    add_live_bytes(len);
     on_alloc(Extent { addr, len });
     Some((addr as *mut u8, contents))
 }
@@ -368,45 +373,49 @@ pub fn grow_in_place(ptr: *mut u8, size: usize, on_change: impl FnOnce(Extent, E
     let extra = wanted - pages;
     let end = start + pages;
     let c = &state.chunks[chunk];
-    if end == c.bump {
-        // The never-used tail of its chunk follows (only the current chunk has one).
+    // What follows: the never-used tail of the chunk (only the current chunk has one), or a
+    // free extent (pages, dirty) to take the first `extra` pages of.
+    let neighbour = if end == c.bump {
         if end + extra > c.pages {
             return false;
         }
-        state.chunks[chunk].bump = end + extra;
+        None
     } else {
         let tag = c.tag(end);
         let free_pages = (tag >> TAG_PAGES_SHIFT) as usize;
         if tag & TAG_ALLOCATED != 0 || free_pages < extra {
             return false;
         }
-        let key = state.key(chunk, end, free_pages);
-        let dirty = tag & TAG_DIRTY != 0;
-        if dirty {
-            state.dirty.remove(&key);
-            state.dirty_bytes = state.dirty_bytes.saturating_sub(free_pages * PAGE_SIZE);
-        } else {
-            state.free.remove(&key);
-        }
-        // Tag the grown object first: inserting the rest looks at the tag just before it.
-        state.chunks[chunk].mark(start, wanted, TAG_ALLOCATED);
-        let rest = free_pages - extra;
-        if rest > 0 {
+        Some((free_pages, tag & TAG_DIRTY != 0))
+    };
+    match neighbour {
+        None => state.chunks[chunk].bump = end + extra,
+        Some((free_pages, dirty)) => {
+            let key = state.key(chunk, end, free_pages);
             if dirty {
-                state.insert_dirty(chunk, end + extra, rest);
+                state.dirty.remove(&key);
+                state.dirty_bytes = state.dirty_bytes.saturating_sub(free_pages * PAGE_SIZE);
             } else {
-                state.insert_free(chunk, end + extra, rest);
+                state.free.remove(&key);
             }
         }
     }
+    // Tag the grown object before inserting what is left of the neighbour: the insertion
+    // looks at the tag just before it to merge.
     state.chunks[chunk].mark(start, wanted, TAG_ALLOCATED);
+    if let Some((free_pages, dirty)) = neighbour {
+        let rest = free_pages - extra;
+        if rest > 0 && dirty {
+            state.insert_dirty(chunk, end + extra, rest);
+        } else if rest > 0 {
+            state.insert_free(chunk, end + extra, rest);
+        }
+    }
     let after = Extent {
         addr,
         len: wanted * PAGE_SIZE,
     };
-    let live = LIVE_BYTES.fetch_add((extra * PAGE_SIZE) as u64, Ordering::Relaxed)
-        + (extra * PAGE_SIZE) as u64;
-    PEAK_LIVE_BYTES.fetch_max(live, Ordering::Relaxed);
+    add_live_bytes(extra * PAGE_SIZE);
     on_change(before, after);
     state.after_change();
     true

@@ -62,16 +62,7 @@ pub fn set_priority(priority: i32) -> bool {
 
 /// Pushes an event that describes no object; false when not attached or the ring is full.
 pub fn push_raw(kind: EventKind, flags: u32, addr: u64, len: u64, site: u64) -> bool {
-    ring().is_some_and(|ring| {
-        ring.push(&Event {
-            kind: kind as u32,
-            flags,
-            addr,
-            len,
-            time_ns: now_ns(),
-            site,
-        })
-    })
+    ring().is_some_and(|ring| ring.push(&event(kind, flags, addr, len, now_ns(), site)))
 }
 
 /// Describes a site seen for the first time since attaching (`site::first_sighting`): one
@@ -106,14 +97,19 @@ pub fn now_ns() -> u64 {
 #[inline]
 pub fn push(kind: EventKind, flags: u32, extent: large::Extent, time_ns: u64, site: u64) {
     if let Some(ring) = ring() {
-        ring.push(&Event {
-            kind: kind as u32,
-            flags,
-            addr: extent.addr as u64,
-            len: extent.len as u64,
-            time_ns,
-            site,
-        });
+        let (addr, len) = (extent.addr as u64, extent.len as u64);
+        ring.push(&event(kind, flags, addr, len, time_ns, site));
+    }
+}
+
+fn event(kind: EventKind, flags: u32, addr: u64, len: u64, time_ns: u64, site: u64) -> Event {
+    Event {
+        kind: kind as u32,
+        flags,
+        addr,
+        len,
+        time_ns,
+        site,
     }
 }
 
@@ -180,14 +176,7 @@ fn resync_if_asked(ring: &RingHeader) -> bool {
     let capacity = ring.capacity as u64;
     let step_objects = (capacity / 4).max(1) as usize;
     let now = now_ns();
-    let marker = |kind: EventKind, addr: usize| Event {
-        kind: kind as u32,
-        flags: 0,
-        addr: addr as u64,
-        len: request as u64,
-        time_ns: now,
-        site: 0,
-    };
+    let marker = |kind, addr: usize| event(kind, 0, addr as u64, request as u64, now, 0);
     while ring.backlog() <= capacity / 2 {
         let packed = RESYNC_CURSOR.load(Ordering::Relaxed);
         let cursor = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
@@ -221,14 +210,15 @@ fn resync_if_asked(ring: &RingHeader) -> bool {
 }
 
 fn snapshot_event(extent: large::Extent, site: u64, now: u64) -> Event {
-    Event {
-        kind: EventKind::Alloc as u32,
-        flags: event_flags::SNAPSHOT,
-        addr: extent.addr as u64,
-        len: extent.len as u64,
-        time_ns: now,
+    let (addr, len) = (extent.addr as u64, extent.len as u64);
+    event(
+        EventKind::Alloc,
+        event_flags::SNAPSHOT,
+        addr,
+        len,
+        now,
         site,
-    }
+    )
 }
 
 fn daemon_gone() -> bool {
