@@ -46,11 +46,13 @@ extern "C" {
 int objtier_set_priority(int priority) __attribute__((weak));
 
 /*
- * Advises on the memory [addr, addr + len): any memory of this process, heap or not (the range
- * is widened to whole pages). Returns 0 once the advice is on its way to the daemon; -1 with
- * errno EINVAL for unknown bits or an empty or wrapping range, ENOTCONN when no daemon is
- * attached (the advice is not kept: give it again, or set a site placement), EAGAIN when the
- * channel to the daemon is momentarily full.
+ * Advises on the memory [addr, addr + len) (widened to whole pages). The advice applies to the
+ * objects objtier tracks in the range (heap objects of at least OBJTIER_TRACK_MIN bytes, 4 KiB
+ * by default) until they are freed or the advice is cleared with hints 0; objtier does not tier
+ * other memory, so advice on it has no effect. Returns 0 once the advice is on its way to the
+ * daemon; -1 with errno EINVAL for unknown bits or an empty or wrapping range, ENOTCONN when no
+ * daemon is attached (the advice is not kept: give it again, or set a site placement), EAGAIN
+ * when the channel to the daemon is momentarily full.
  */
 int objtier_advise(void *addr, size_t len, unsigned hints) __attribute__((weak));
 
