@@ -120,21 +120,31 @@ pub struct Object {
     pub created_ns: u64,
 }
 
-/// What the daemon keeps per record (an object, or a split part of one).
+/// What the daemon keeps per record (an object, or a split part of one), in
+/// `Process::records` under its start address: 8 bytes of key and 48 of record, 56 in all
+/// (docs/architecture.md lists the fields).
+///
+/// The access counters are `f32`: a DAMON region's weight is `nr_accesses` (at most the
+/// aggregation interval over the sampling interval: 20 by default) times its pages, so even
+/// 1,000 samples per aggregation over the largest object believed (2^35 pages) stay below
+/// 10^14, far inside `f32`'s range (10^38); its 24-bit mantissa ranks records to a few parts in
+/// 10^8, and any positive share of a region stays positive, which is what "accessed in this
+/// interval" tests. The EMA itself is computed in `f64` and only stored as `f32`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record {
     pub len: u64,
-    pub object_start: u64,
     pub site: u64,
     pub created_ns: u64,
+    /// Time of the last interval in which accesses were sampled; 0 if never.
     pub last_access_ns: u64,
-    pub ema_accesses: f64,
+    /// EMA of sampled accesses per interval (equation 1).
+    pub ema_accesses: f32,
     /// Sampled accesses attributed during the current interval.
-    pub interval_accesses: f64,
+    pub interval_accesses: f32,
     /// Sampled accesses of the last completed interval.
-    pub recent_accesses: f64,
+    pub recent_accesses: f32,
     /// Sampled accesses of the interval before that.
-    pub previous_accesses: f64,
+    pub previous_accesses: f32,
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -524,7 +534,6 @@ impl Process {
                 record_start,
                 Record {
                     len,
-                    object_start: start,
                     site: object.site,
                     created_ns: object.created_ns,
                     last_access_ns: 0,
@@ -593,7 +602,7 @@ impl Process {
             let overlap_end = (record_start + record.len).min(end);
             if overlap_end > overlap_start {
                 let share = weight * (overlap_end - overlap_start) as f64 / span;
-                record.interval_accesses += share;
+                record.interval_accesses += share as f32;
                 attributed += share;
             }
         }
@@ -710,6 +719,31 @@ pub(crate) mod tests {
         // A region half outside every record attributes half.
         assert!((p.attribute(second - 4096 * 4, second - 4096 * 2, 2.0) - 2.0).abs() < 1e-9);
         assert_eq!(p.attribute(0x1000, 0x2000, 1.0), 0.0);
+    }
+
+    /// The record layout docs/architecture.md describes: at most 64 bytes with its key.
+    #[test]
+    fn a_record_is_48_bytes_and_56_with_its_key() {
+        assert_eq!(std::mem::size_of::<Record>(), 48);
+        assert_eq!(std::mem::size_of::<(u64, Record)>(), 56);
+    }
+
+    /// `f32` counters: a region as large as the address space, sampled as often as DAMON can,
+    /// neither overflows a record nor rounds a one-page share of a single access to zero.
+    #[test]
+    fn f32_counters_keep_huge_weights_and_tiny_shares() {
+        let (mut p, _peer) = process();
+        push(&p, EventKind::Alloc, 0x10000, 4096, event_flags::SNAPSHOT);
+        p.drain();
+        let (start, end) = (0x10000u64, 0x10000u64 + MAX_OBJECT_BYTES);
+        let pages = (MAX_OBJECT_BYTES / PAGE_SIZE as u64) as f64;
+        p.attribute(start, end, 1.0);
+        let tiny = p.records[&0x10000].interval_accesses;
+        assert!(tiny > 0.0 && (tiny as f64 - 1.0 / pages).abs() < 1e-6 / pages);
+        p.records.get_mut(&0x10000).unwrap().interval_accesses = 0.0;
+        p.attribute(0x10000, 0x11000, 1000.0 * pages);
+        let huge = p.records[&0x10000].interval_accesses;
+        assert!(huge.is_finite() && (huge as f64 / (1000.0 * pages) - 1.0).abs() < 1e-7);
     }
 
     #[test]

@@ -246,7 +246,11 @@ impl Daemon {
         let alpha = self.config.alpha;
         for p in self.processes.values_mut() {
             for record in p.records.values_mut() {
-                record.ema_accesses = ema(record.ema_accesses, record.interval_accesses, alpha);
+                record.ema_accesses = ema(
+                    record.ema_accesses as f64,
+                    record.interval_accesses as f64,
+                    alpha,
+                ) as f32;
                 if record.interval_accesses > 0.0 {
                     record.last_access_ns = now_ns;
                 }
@@ -355,9 +359,9 @@ impl Daemon {
                     len_bytes: record.len,
                     created_ns: record.created_ns,
                     last_access_ns: record.last_access_ns,
-                    ema_accesses: record.ema_accesses,
-                    recent_accesses: record.recent_accesses,
-                    previous_accesses: record.previous_accesses,
+                    ema_accesses: record.ema_accesses as f64,
+                    recent_accesses: record.recent_accesses as f64,
+                    previous_accesses: record.previous_accesses as f64,
                     resident_bytes_by_tier: resident,
                     advice: p.advice_for(start, record.len),
                 });
