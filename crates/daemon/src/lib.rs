@@ -139,19 +139,7 @@ pub fn run(config: DaemonConfig) -> anyhow::Result<()> {
         interval_ms = config.interval.as_millis() as u64,
         "objtier daemon ready"
     );
-    let mut daemon = Daemon {
-        config,
-        topology,
-        processes: BTreeMap::new(),
-        source,
-        mover,
-        started: Instant::now(),
-        totals: tiering::Totals::default(),
-        last_interval: None,
-        next_process_id: 1,
-        // SAFETY: geteuid has no failure mode.
-        euid: unsafe { libc::geteuid() },
-    };
+    let mut daemon = Daemon::new(config, topology, source, mover);
     let result = daemon.serve(&listener);
     daemon.source.release();
     let _ = std::fs::remove_file(&daemon.config.socket_path);
@@ -160,6 +148,31 @@ pub fn run(config: DaemonConfig) -> anyhow::Result<()> {
 }
 
 impl Daemon {
+    /// A daemon with no process attached yet, not listening on anything: `run` serves a socket
+    /// with it; tests and benches give it a synthetic topology, a fake page mover and
+    /// `Process::synthetic` processes (inserted into `processes`), and call
+    /// [`Daemon::interval`] themselves.
+    pub fn new(
+        config: DaemonConfig,
+        topology: Topology,
+        source: source::AccessSource,
+        mover: Box<dyn PageMover>,
+    ) -> Daemon {
+        Daemon {
+            config,
+            topology,
+            processes: BTreeMap::new(),
+            source,
+            mover,
+            started: Instant::now(),
+            totals: tiering::Totals::default(),
+            last_interval: None,
+            next_process_id: 1,
+            // SAFETY: geteuid has no failure mode.
+            euid: unsafe { libc::geteuid() },
+        }
+    }
+
     fn serve(&mut self, listener: &UnixListener) -> anyhow::Result<()> {
         let mut handshakes: Vec<Handshake> = Vec::new();
         let mut next_interval = Instant::now() + self.config.interval;

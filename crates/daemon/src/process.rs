@@ -240,6 +240,76 @@ pub struct Process {
 }
 
 impl Process {
+    /// A process as the daemon has it after a hello, without a real peer: a fresh ring of
+    /// `ring_capacity` events (a power of two) in a sealed memfd, and one end of a socket pair
+    /// (the other end is returned; dropping it reads as the process hanging up). For tests and
+    /// benches, which play the library by pushing events into `ring.header()` and draining.
+    pub fn synthetic(
+        id: u64,
+        pid: u32,
+        ring_capacity: u32,
+        split_bytes: u64,
+    ) -> anyhow::Result<(Process, UnixStream)> {
+        use std::os::fd::FromRawFd;
+        let bytes = objtier_wire::shared_bytes(ring_capacity);
+        // SAFETY: creating, sizing and sealing a memfd we own.
+        let memfd = unsafe {
+            let fd = libc::memfd_create(c"objtier-synthetic".as_ptr(), libc::MFD_ALLOW_SEALING);
+            if fd < 0 {
+                anyhow::bail!("memfd_create: {}", std::io::Error::last_os_error());
+            }
+            let memfd = OwnedFd::from_raw_fd(fd);
+            if libc::ftruncate(fd, bytes as libc::off_t) != 0
+                || libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) != 0
+            {
+                anyhow::bail!("sizing the ring memfd: {}", std::io::Error::last_os_error());
+            }
+            memfd
+        };
+        // SAFETY: a fresh shared mapping of the whole (zeroed) memfd, initialised as the
+        // library would, then unmapped; the daemon's own mapping follows.
+        unsafe {
+            let mem = libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                memfd.as_raw_fd(),
+                0,
+            );
+            if mem == libc::MAP_FAILED {
+                anyhow::bail!("mmap of the ring: {}", std::io::Error::last_os_error());
+            }
+            RingHeader::init(mem as *mut u8, ring_capacity, pid);
+            libc::munmap(mem, bytes);
+        }
+        let ring = RingMapping::map(&memfd, bytes as u64)?;
+        let (ours, theirs) = UnixStream::pair()?;
+        let process = Process {
+            id,
+            pid,
+            uid: 0,
+            priority: 0,
+            fast_capacity_bytes: None,
+            socket: ours,
+            ring,
+            attached_ns: 0,
+            objects: BTreeMap::new(),
+            records: BTreeMap::new(),
+            pending: HashMap::new(),
+            stats: ProcessStats::default(),
+            resident_bytes_by_tier: vec![],
+            split_bytes,
+            sites: HashMap::new(),
+            advice: BTreeMap::new(),
+            placements: BTreeMap::new(),
+            proactive_streaks: HashMap::new(),
+            resync: Resync::Idle,
+            dropped_seen: 0,
+        };
+        Ok((process, theirs))
+    }
+
     /// Consumes everything in the ring. Returns the number of events read.
     pub fn drain(&mut self) -> usize {
         let mut n = 0;
@@ -618,56 +688,11 @@ impl Process {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use objtier_wire::{shared_bytes as ring_bytes, Event};
+    use objtier_wire::Event;
 
     /// A process with a real ring and socket pair, as the daemon would have after a hello.
     pub(crate) fn process() -> (Process, UnixStream) {
-        let (a, b) = UnixStream::pair().unwrap();
-        let capacity = 64;
-        // SAFETY: memfd + truncate + map in-test; the ring is initialised before use.
-        let memfd = unsafe {
-            use std::os::fd::FromRawFd;
-            let fd = libc::memfd_create(c"test".as_ptr(), libc::MFD_ALLOW_SEALING);
-            assert!(fd >= 0);
-            libc::ftruncate(fd, ring_bytes(capacity) as i64);
-            libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK);
-            OwnedFd::from_raw_fd(fd)
-        };
-        let mem = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                ring_bytes(capacity),
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                memfd.as_raw_fd(),
-                0,
-            )
-        };
-        unsafe { RingHeader::init(mem as *mut u8, capacity, 1) };
-        let ring = RingMapping::map(&memfd, ring_bytes(capacity) as u64).unwrap();
-        let p = Process {
-            id: 1,
-            pid: 1,
-            uid: 0,
-            priority: 0,
-            fast_capacity_bytes: None,
-            socket: a,
-            ring,
-            attached_ns: 0,
-            objects: BTreeMap::new(),
-            records: BTreeMap::new(),
-            pending: HashMap::new(),
-            stats: ProcessStats::default(),
-            resident_bytes_by_tier: vec![],
-            split_bytes: 64 << 20,
-            sites: HashMap::new(),
-            advice: BTreeMap::new(),
-            placements: BTreeMap::new(),
-            proactive_streaks: HashMap::new(),
-            resync: Resync::Idle,
-            dropped_seen: 0,
-        };
-        (p, b)
+        Process::synthetic(1, 1, 64, 64 << 20).unwrap()
     }
 
     pub(crate) fn push(p: &Process, kind: EventKind, addr: u64, len: u64, flags: u32) {

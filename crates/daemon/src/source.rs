@@ -1,4 +1,5 @@
-//! Where access observations come from. Today: DAMON virtual-address monitoring, or nothing.
+//! Where access observations come from. Today: DAMON virtual-address monitoring, or nothing
+//! (or, for tests and benches, regions they hand in).
 
 use crate::config::{DaemonConfig, SourceChoice};
 use objtier_sys::damon::{Damon, DamonError, RealFiles, RegionSample, Target};
@@ -9,6 +10,8 @@ pub enum AccessSource {
     None {
         reason: String,
     },
+    /// The same regions (pid, region) every interval, handed in by a test or bench.
+    Synthetic(Vec<(u32, RegionSample)>),
 }
 
 impl AccessSource {
@@ -51,6 +54,7 @@ impl AccessSource {
         match self {
             AccessSource::Damon(d) => format!("damon ({})", d.operations()),
             AccessSource::None { reason } => format!("none: {reason}"),
+            AccessSource::Synthetic(regions) => format!("synthetic ({} regions)", regions.len()),
         }
     }
 
@@ -63,6 +67,7 @@ impl AccessSource {
         match self {
             AccessSource::Damon(_) => "damon",
             AccessSource::None { .. } => "none",
+            AccessSource::Synthetic(_) => "synthetic",
         }
     }
 
@@ -78,6 +83,7 @@ impl AccessSource {
                     .collect())
             }
             AccessSource::None { .. } => Ok(Vec::new()),
+            AccessSource::Synthetic(regions) => Ok(regions.clone()),
         }
     }
 
@@ -85,7 +91,7 @@ impl AccessSource {
     pub fn follow(&mut self, targets: &[Target]) -> Result<(), DamonError> {
         match self {
             AccessSource::Damon(damon) => damon.set_targets(targets),
-            AccessSource::None { .. } => Ok(()),
+            AccessSource::None { .. } | AccessSource::Synthetic(_) => Ok(()),
         }
     }
 
