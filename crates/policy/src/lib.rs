@@ -386,8 +386,10 @@ pub fn tier_budget(
 pub fn proactive_placements(
     records: impl IntoIterator<Item = (u64, usize, bool)>,
 ) -> std::collections::BTreeMap<u64, Option<usize>> {
-    // Per site: whether a record keeps it fast, and the fastest tier below the fastest.
-    let mut sites = std::collections::BTreeMap::<u64, (bool, Option<usize>)>::new();
+    // Per site: whether a record keeps it fast, and the fastest tier below the fastest. Hashed
+    // (with std's keyed hash: site ids come from the process) while a record is counted, which
+    // a million times over is several times quicker than a search tree; ordered once at the end.
+    let mut sites = std::collections::HashMap::<u64, (bool, Option<usize>)>::new();
     for (site, tier, accessed) in records {
         if site == 0 {
             continue;
