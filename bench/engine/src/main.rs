@@ -26,7 +26,7 @@ use objtier_daemon::process::Process;
 use objtier_daemon::source::AccessSource;
 use objtier_daemon::Daemon;
 use objtier_policy::{
-    assign_tiers, prioritize, Candidate, Prioritization, ProcessPolicy, TierBudget,
+    assign_tiers, prioritize, Candidate, Prioritization, ProcessPolicy, TierBudget, TierBytes,
     DEFAULT_SPLIT_BYTES,
 };
 use objtier_sys::damon::RegionSample;
@@ -402,7 +402,7 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
                 priority: p.priority,
             });
             for (&start, r) in &p.records {
-                let mut resident = vec![0u64; 2];
+                let mut resident = TierBytes::from_elem(0, 2);
                 for page in (start..start + r.len).step_by(PAGE_SIZE) {
                     if let Some(&node) = fake.placement.get(&(p.pid, page)) {
                         resident[node as usize] += PAGE_SIZE as u64;
@@ -433,7 +433,7 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
         assign_ms.push(t.elapsed().as_secs_f64() * 1e3);
         std::hint::black_box(assignment);
     }
-    let candidate_bytes = std::mem::size_of::<Candidate>() + 2 * 8;
+    let candidate_bytes = std::mem::size_of::<Candidate>();
     drop(candidates);
 
     // Each map alone: what dropping it gives back.

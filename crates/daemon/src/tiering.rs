@@ -16,7 +16,7 @@
 use crate::{monotonic_ns, Daemon};
 use objtier_policy::{
     assign_tiers, ema, prioritize, proactive_placements, tier_budget, Candidate, ProcessPolicy,
-    TierBudget,
+    TierBudget, TierBytes,
 };
 use objtier_sys::damon::{coalesce_ranges, Target};
 use objtier_sys::pages::{MoveError, PageStatus, BATCH_PAGES};
@@ -342,7 +342,7 @@ impl Daemon {
             let mut process_resident = vec![0u64; tiers];
             for (&start, record) in &p.records {
                 let n = (record.len / PAGE_SIZE as u64) as usize;
-                let mut resident = vec![0u64; tiers];
+                let mut resident = TierBytes::from_elem(0, tiers);
                 for &s in &status[first_page..first_page + n] {
                     if s >= 0 {
                         if let Some(t) = self.topology.tier_of_node(s as u32) {

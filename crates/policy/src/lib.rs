@@ -62,6 +62,10 @@ impl std::str::FromStr for Prioritization {
     }
 }
 
+/// Bytes per tier, fastest first. Up to three tiers are kept inline, so a million candidates
+/// do not cost a million small allocations; more spill to the heap.
+pub type TierBytes = smallvec::SmallVec<[u64; 3]>;
+
 /// What the planner knows about one object record.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Candidate {
@@ -80,7 +84,7 @@ pub struct Candidate {
     /// Sampled accesses in the interval before the latest.
     pub previous_accesses: f64,
     /// Resident bytes on each tier now (index 0 = fastest).
-    pub resident_bytes_by_tier: Vec<u64>,
+    pub resident_bytes_by_tier: TierBytes,
     /// What the program advised about this memory (`objtier_wire::advice` bits; 0 for none).
     pub advice: u32,
 }
@@ -435,7 +439,7 @@ mod tests {
             ema_accesses: ema,
             recent_accesses: ema,
             previous_accesses: ema,
-            resident_bytes_by_tier: tiers.to_vec(),
+            resident_bytes_by_tier: TierBytes::from_slice(&tiers),
             advice: 0,
         }
     }
@@ -661,7 +665,7 @@ mod tests {
             ema_accesses: ema,
             recent_accesses: ema,
             previous_accesses: ema,
-            resident_bytes_by_tier: vec![0, 0, MIB],
+            resident_bytes_by_tier: TierBytes::from_slice(&[0, 0, MIB]),
             advice: 0,
         };
         let c = vec![mk(0, 1.0), mk(1, 3.0), mk(2, 2.0)];
