@@ -288,11 +288,19 @@ impl Daemon {
         let alpha = self.config.alpha;
         for p in self.processes.values_mut() {
             for record in p.records.values_mut() {
-                record.ema_accesses = ema(
+                // Below the smallest normal f32 (about 10^-38 accesses an interval) the EMA is 0:
+                // a decaying value would otherwise end as a subnormal, slow to compute with,
+                // that never reaches 0 (0.9 times the smallest subnormal rounds back up to it).
+                let decayed = ema(
                     record.ema_accesses as f64,
                     record.interval_accesses as f64,
                     alpha,
                 ) as f32;
+                record.ema_accesses = if decayed < f32::MIN_POSITIVE {
+                    0.0
+                } else {
+                    decayed
+                };
                 if record.interval_accesses > 0.0 {
                     record.last_access_ns = now_ns;
                 }
@@ -812,6 +820,25 @@ mod tests {
         daemon.interval();
         let report = daemon.last_interval.as_ref().unwrap();
         assert_eq!((report.promoted_pages, report.demoted_pages), (0, 0));
+    }
+
+    /// An EMA decayed below the smallest normal `f32` becomes 0, not a subnormal that would
+    /// never leave (0.9 times the smallest subnormal rounds back to it).
+    #[test]
+    fn a_vanishing_ema_becomes_zero() {
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut p, _peer) = process();
+        push(&p, EventKind::Alloc, 0x10_0000, MIB, event_flags::SNAPSHOT);
+        push(&p, EventKind::Alloc, 0x20_0000, MIB, event_flags::SNAPSHOT);
+        p.drain();
+        p.records.get_mut(&0x10_0000).unwrap().ema_accesses = f32::MIN_POSITIVE;
+        p.records.get_mut(&0x20_0000).unwrap().ema_accesses = 2.0 * f32::MIN_POSITIVE;
+        let mut daemon = daemon_with(two_tiers(10 * MIB, 10 * MIB), p, &fake, &sys);
+        daemon.interval();
+        let records = &daemon.processes.values().next().unwrap().records;
+        assert_eq!(records[&0x10_0000].ema_accesses, 0.0);
+        assert_eq!(records[&0x20_0000].ema_accesses, 1.8 * f32::MIN_POSITIVE);
     }
 
     /// A process that vanishes mid-migration is skipped without disturbing the daemon.
