@@ -8,13 +8,19 @@
 //! as it does every 2 s: aggregate the regions into records, commit, locate every page (in the
 //! fake), build candidates, prioritise, assign tiers, place sites, schedule and "migrate".
 //!
-//! Reported per size, each size in its own process (so memory figures do not mix):
-//! - the first interval (it migrates: first touch filled the fast tier in address order) and the
-//!   median of the following steady ones, and how much of each was spent inside the fake mover;
+//! Reported per size, each size in its own process (so memory figures do not mix), and run
+//! twice: as the daemon runs, and with glibc told to keep freed memory, which shows what the
+//! interval's page faults on fresh buffers cost:
+//! - CPU time on this thread (one core; on a shared machine wall time also counts other
+//!   processes' turns): the first interval (it migrates: first touch filled the fast tier in
+//!   address order) and the median of the steady ones after it, and how much of each was spent
+//!   inside the fake mover (hash lookups per page, which the kernel does instead);
 //! - the pure policy calls (`prioritize`, `assign_tiers`) on the same candidates, median;
-//! - heap bytes per record: the daemon's steady state (records and objects maps), each map
-//!   alone, and the peak extra heap one interval needs; and the process's peak RSS, which also
-//!   holds the fake kernel's page map.
+//! - heap bytes per record: the daemon's state (records and objects maps), each map alone, and
+//!   the most extra heap one interval holds at once; and the process's peak RSS, which also
+//!   holds the fake kernel's page map;
+//! - once, what the kernel's `move_pages` status query costs per page on this machine, which the
+//!   fake stands in for.
 //!
 //! Heap figures come from a counting global allocator (bytes requested, so without malloc's
 //! own per-allocation overhead). This is a benchmark, not a test: it never fails on a number.
@@ -118,12 +124,31 @@ struct Args {
     /// Print one JSON object per size instead of the markdown table.
     #[arg(long)]
     json: bool,
-    /// Measure one size in this process (what the parent runs per size).
+    /// Pages of our own memory to time the kernel's move_pages status query on.
+    #[arg(long, default_value_t = 1 << 16)]
+    kernel_query_pages: usize,
+    /// Measure one size in this process (what the parent runs per size, twice).
     #[arg(long, hide = true)]
     one: Option<u64>,
+    /// With --one: tell glibc to keep freed memory (mmap and trim thresholds at 1 GiB), as a
+    /// daemon that kept its interval buffers would: the interval then takes no page faults.
+    #[arg(long, hide = true)]
+    keep_freed_memory: bool,
 }
 
-/// A page mover that times the one it wraps.
+/// CPU time of this thread, in nanoseconds: what "time on one core" means on a shared machine,
+/// where wall time also counts the time other processes had the CPU.
+fn cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into our timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A page mover that times (in CPU time) the one it wraps.
 struct Timed<M> {
     inner: M,
     ns: Arc<AtomicU64>,
@@ -136,10 +161,9 @@ impl<M: PageMover> PageMover for Timed<M> {
         pages: &[u64],
         status: &mut [PageStatus],
     ) -> Result<(), MoveError> {
-        let t = Instant::now();
+        let t = cpu_ns();
         let r = self.inner.query(pid, pages, status);
-        self.ns
-            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.ns.fetch_add(cpu_ns() - t, Ordering::Relaxed);
         r
     }
 
@@ -150,10 +174,9 @@ impl<M: PageMover> PageMover for Timed<M> {
         node: u32,
         status: &mut [PageStatus],
     ) -> Result<(), MoveError> {
-        let t = Instant::now();
+        let t = cpu_ns();
         let r = self.inner.move_to(pid, pages, node, status);
-        self.ns
-            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.ns.fetch_add(cpu_ns() - t, Ordering::Relaxed);
         r
     }
 }
@@ -198,6 +221,17 @@ fn two_tiers(fast_bytes: u64) -> Topology {
         ],
         tier_source: TierSource::Explicit,
     }
+}
+
+/// What one interval cost.
+struct Interval {
+    cpu_ns: u64,
+    wall_ns: u64,
+    /// CPU time spent inside the fake page mover.
+    mover_ns: u64,
+    moved_pages: u64,
+    /// Most heap the interval had allocated at once beyond what it started with.
+    peak_extra_bytes: usize,
 }
 
 const FIRST_PID: u32 = 10_000;
@@ -356,30 +390,29 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
         fake.lock().unwrap().calls.clear();
         mover_ns.store(0, Ordering::Relaxed);
         let base = reset_peak();
-        let t = Instant::now();
+        let (wall, cpu) = (Instant::now(), cpu_ns());
         daemon.interval();
-        let elapsed = t.elapsed().as_nanos() as u64;
+        let (cpu, wall) = (cpu_ns() - cpu, wall.elapsed().as_nanos() as u64);
         let report = daemon.last_interval.as_ref().expect("an interval report");
-        (
-            elapsed,
-            mover_ns.load(Ordering::Relaxed),
-            report.promoted_pages + report.demoted_pages,
-            PEAK.load(Ordering::Relaxed) - base,
-        )
+        Interval {
+            cpu_ns: cpu,
+            wall_ns: wall,
+            mover_ns: mover_ns.load(Ordering::Relaxed),
+            moved_pages: report.promoted_pages + report.demoted_pages,
+            peak_extra_bytes: PEAK.load(Ordering::Relaxed) - base,
+        }
     };
     let first = run_interval(&mut daemon);
     let mut steady = Vec::new();
     for _ in 0..args.intervals {
         steady.push(run_interval(&mut daemon));
     }
-    let interval_ms: Vec<f64> = steady.iter().map(|s| ms(s.0)).collect();
-    let mover_ms: Vec<f64> = steady.iter().map(|s| ms(s.1)).collect();
-    let own_ms: Vec<f64> = steady.iter().map(|s| ms(s.0 - s.1)).collect();
-    let steady_moved: u64 = steady.iter().map(|s| s.2).sum();
+    let steady_ms = |f: fn(&Interval) -> u64| median(steady.iter().map(|s| ms(f(s))).collect());
+    let steady_moved: u64 = steady.iter().map(|s| s.moved_pages).sum();
     let transient = steady
         .iter()
-        .map(|s| s.3)
-        .chain([first.3])
+        .chain([&first])
+        .map(|s| s.peak_extra_bytes)
         .max()
         .unwrap_or(0);
     let budgets: Vec<TierBudget> = daemon
@@ -425,12 +458,12 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
     }
     let (mut prioritize_ms, mut assign_ms) = (Vec::new(), Vec::new());
     for _ in 0..args.policy_runs.max(1) {
-        let t = Instant::now();
+        let t = cpu_ns();
         let order = prioritize(&candidates, Prioritization::Apb);
-        prioritize_ms.push(t.elapsed().as_secs_f64() * 1e3);
-        let t = Instant::now();
+        prioritize_ms.push(ms(cpu_ns() - t));
+        let t = cpu_ns();
         let assignment = assign_tiers(&candidates, &order, &budgets, &policies, None);
-        assign_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        assign_ms.push(ms(cpu_ns() - t));
         std::hint::black_box(assignment);
     }
     let candidate_bytes = std::mem::size_of::<Candidate>();
@@ -466,12 +499,13 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
         "pages": total_pages,
         "regions": region_count,
         "build_s": build_s,
-        "first_interval_ms": ms(first.0),
-        "first_interval_mover_ms": ms(first.1),
-        "first_interval_moved_pages": first.2,
-        "interval_ms": median(interval_ms),
-        "interval_mover_ms": median(mover_ms),
-        "interval_own_ms": median(own_ms),
+        "first_interval_ms": ms(first.cpu_ns),
+        "first_interval_mover_ms": ms(first.mover_ns),
+        "first_interval_moved_pages": first.moved_pages,
+        "interval_ms": steady_ms(|s| s.cpu_ns),
+        "interval_wall_ms": steady_ms(|s| s.wall_ns),
+        "interval_mover_ms": steady_ms(|s| s.mover_ns),
+        "interval_own_ms": steady_ms(|s| s.cpu_ns - s.mover_ns),
         "steady_moved_pages": steady_moved,
         "prioritize_ms": median(prioritize_ms),
         "assign_tiers_ms": median(assign_ms),
@@ -485,35 +519,74 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
     }))
 }
 
+/// What one `move_pages` status query costs the kernel per page, on `pages` pages of our own
+/// memory: what locating a million records' pages would add on this machine.
+fn kernel_query_ns_per_page(pages: usize) -> Option<f64> {
+    use objtier_sys::pages::LinuxPageMover;
+    let mut memory = vec![1u8; (pages + 1) * PAGE_SIZE];
+    let first = (memory.as_mut_ptr() as u64).next_multiple_of(PAGE_SIZE as u64);
+    let addresses: Vec<u64> = (0..pages as u64)
+        .map(|i| first + i * PAGE_SIZE as u64)
+        .collect();
+    let mut status = vec![0; pages];
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let t = cpu_ns();
+        LinuxPageMover
+            .query(std::process::id(), &addresses, &mut status)
+            .ok()?;
+        best = best.min((cpu_ns() - t) as f64 / pages as f64);
+    }
+    std::hint::black_box(&mut memory);
+    Some(best)
+}
+
 fn main() -> Result<()> {
     let args = Args::parse();
     if let Some(records) = args.one {
+        if args.keep_freed_memory {
+            // SAFETY: mallopt only changes glibc's thresholds.
+            unsafe {
+                libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 30);
+                libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+            }
+        }
         println!("{}", measure(&args, records)?);
         return Ok(());
     }
     let exe = std::env::current_exe()?;
-    let mut rows = Vec::new();
-    for &records in &args.records {
-        let out = std::process::Command::new(&exe)
-            .args([
-                "--one",
-                &records.to_string(),
-                "--processes",
-                &args.processes.to_string(),
-                "--intervals",
-                &args.intervals.to_string(),
-                "--regions",
-                &args.regions.to_string(),
-                "--policy-runs",
-                &args.policy_runs.to_string(),
-            ])
+    let one = |records: u64, keep: bool| -> Result<serde_json::Value> {
+        let mut command = std::process::Command::new(&exe);
+        command.args([
+            "--one",
+            &records.to_string(),
+            "--processes",
+            &args.processes.to_string(),
+            "--intervals",
+            &args.intervals.to_string(),
+            "--regions",
+            &args.regions.to_string(),
+            "--policy-runs",
+            &args.policy_runs.to_string(),
+        ]);
+        if keep {
+            command.arg("--keep-freed-memory");
+        }
+        let out = command
             .stderr(std::process::Stdio::inherit())
             .output()
             .context("running one size")?;
         if !out.status.success() {
             bail!("the run for {records} records failed ({})", out.status);
         }
-        let row: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        Ok(serde_json::from_slice(&out.stdout)?)
+    };
+    let mut rows = Vec::new();
+    for &records in &args.records {
+        let mut row = one(records, false)?;
+        let kept = one(records, true)?;
+        row["kept_interval_own_ms"] = kept["interval_own_ms"].clone();
+        row["kept_interval_ms"] = kept["interval_ms"].clone();
         if args.json {
             println!("{row}");
         } else {
@@ -521,35 +594,67 @@ fn main() -> Result<()> {
         }
         rows.push(row);
     }
-    if !args.json {
-        print_table(&rows);
+    let kernel = kernel_query_ns_per_page(args.kernel_query_pages);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({ "kernel_query_ns_per_page": kernel })
+        );
+    } else {
+        print_tables(&rows, kernel);
     }
     Ok(())
 }
 
-fn print_table(rows: &[serde_json::Value]) {
+fn print_tables(rows: &[serde_json::Value], kernel: Option<f64>) {
     let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+    println!("Time per interval, CPU ms on one core (medians):");
+    println!();
     println!(
-        "| records | pages | interval ms (median) | of which fake mover | daemon's own | first interval ms (moved pages) | prioritize ms | assign_tiers ms | heap B/record: state | records map | objects map | interval peak extra | peak RSS MiB |"
+        "| records | pages | interval | in the fake mover | daemon's own | own, freed memory kept | prioritize | assign_tiers | first interval (pages moved) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         println!(
-            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} ({}) | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} ({}) |",
             r["records"],
             r["pages"],
             f(r, "interval_ms"),
             f(r, "interval_mover_ms"),
             f(r, "interval_own_ms"),
-            f(r, "first_interval_ms"),
-            r["first_interval_moved_pages"],
+            f(r, "kept_interval_own_ms"),
             f(r, "prioritize_ms"),
             f(r, "assign_tiers_ms"),
-            f(r, "state_bytes_per_record"),
+            f(r, "first_interval_ms"),
+            r["first_interval_moved_pages"],
+        );
+    }
+    println!();
+    println!("Memory, heap bytes per record (requested from the allocator):");
+    println!();
+    println!(
+        "| records | records map | objects map | daemon state | interval's peak extra | peak RSS MiB (with the fake's page map) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for r in rows {
+        println!(
+            "| {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} |",
+            r["records"],
             f(r, "records_map_bytes_per_record"),
             f(r, "objects_map_bytes_per_record"),
+            f(r, "state_bytes_per_record"),
             f(r, "interval_peak_extra_bytes_per_record"),
             f(r, "peak_rss_mib"),
         );
+    }
+    println!();
+    match kernel {
+        Some(ns) => println!(
+            "The kernel's move_pages status query: {ns:.0} ns a page (CPU, best of 5, on our own \
+             memory); locating {} pages would add {:.0} ms.",
+            rows.last().map_or(0, |r| r["pages"].as_u64().unwrap_or(0)),
+            rows.last().map_or(0.0, |r| f(r, "pages")) * ns / 1e6
+        ),
+        None => println!("The kernel's move_pages status query could not be timed here."),
     }
 }
