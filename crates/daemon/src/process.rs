@@ -140,6 +140,8 @@ pub struct Record {
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct ProcessStats {
     pub events: u64,
+    /// Bytes of tracked objects allocated since the process attached (snapshots not counted).
+    pub allocated_bytes: u64,
     pub invalid_events: u64,
     pub ephemeral_objects: u64,
     pub frees_of_unknown: u64,
@@ -227,9 +229,23 @@ pub struct Process {
     pub resync: Resync,
     /// Drop counter value the daemon has accounted for.
     pub dropped_seen: u64,
+    /// Bytes allocated since the daemon last took them (for the allocation trigger).
+    pub allocated_unclaimed: u64,
+    /// A pidfd for the process (None on kernels before 5.3): it stays bound to this process if
+    /// the pid is reused, and tells when the process exits even while a child that inherited
+    /// its socket keeps the connection open.
+    pub pidfd: Option<std::os::fd::OwnedFd>,
 }
 
 impl Process {
+    /// Whether the process is known to have exited (by its pidfd). Checked before every page
+    /// query and move, so a reused pid never has another program's pages moved.
+    pub fn exited(&self) -> bool {
+        self.pidfd
+            .as_ref()
+            .is_some_and(objtier_sys::socket::pidfd_exited)
+    }
+
     /// Consumes everything in the ring. Returns the number of events read.
     pub fn drain(&mut self) -> usize {
         let mut n = 0;
@@ -259,6 +275,8 @@ impl Process {
                         // An address can only hold one object: a new one replaces the old.
                         self.remove_object(event.addr);
                         self.pending.insert(event.addr, object);
+                        self.stats.allocated_bytes += event.len;
+                        self.allocated_unclaimed += event.len;
                     }
                 }
                 Some(EventKind::Free) if valid_range => {
@@ -657,6 +675,8 @@ pub(crate) mod tests {
             proactive_streaks: HashMap::new(),
             resync: Resync::Idle,
             dropped_seen: 0,
+            allocated_unclaimed: 0,
+            pidfd: None,
         };
         (p, b)
     }
