@@ -589,11 +589,25 @@ fn print_status(reply: &serde_json::Value) {
         d["interval_ms"],
         d["prioritization"].as_str().unwrap_or("?")
     );
+    println!(
+        "policy: {}; proactive placement {}",
+        d["policy"].as_str().unwrap_or("?"),
+        d["proactive"].as_str().unwrap_or("?")
+    );
     let t = &d["totals"];
     println!(
-        "migrated: {} pages promoted, {} demoted, {} failed",
-        t["promoted_pages"], t["demoted_pages"], t["failed_pages"]
+        "migrated: {} pages promoted, {} demoted, {} failed, in {} of {} intervals",
+        t["promoted_pages"],
+        t["demoted_pages"],
+        t["failed_pages"],
+        t["enforcements"],
+        t["intervals"]
     );
+    let last = &d["last_interval"];
+    if let Some(reasons) = last["trigger_reasons"].as_array().filter(|r| !r.is_empty()) {
+        let reasons: Vec<&str> = reasons.iter().filter_map(|r| r.as_str()).collect();
+        println!("last migration because: {}", reasons.join("; "));
+    }
     println!("tiers (fastest first):");
     for tier in reply["tiers"].as_array().into_iter().flatten() {
         println!(

@@ -816,6 +816,11 @@ mod tests {
         assert_eq!(promoted.len() as u64, 2 * MIB / 4096);
         assert!(promoted.iter().all(|&a| a >= hot && a < hot + 2 * MIB));
         assert!(matches!(fake.calls[0], RecordedCall::Query { .. }));
+        let mut every_page: Vec<u64> = moves.iter().flat_map(|(_, pages)| pages.clone()).collect();
+        let moved = every_page.len();
+        every_page.sort_unstable();
+        every_page.dedup();
+        assert_eq!(every_page.len(), moved, "no page moves twice in one plan");
         let report = daemon.last_interval.as_ref().unwrap();
         assert_eq!(report.demoted_pages, 512);
         assert_eq!(report.promoted_pages, 512);
