@@ -71,6 +71,7 @@ pub fn status_json(d: &Daemon) -> Value {
             "prioritization": format!("{:?}", d.config.prioritization).to_lowercase(),
             "source": d.source.name(),
             "source_detail": d.source.describe(),
+            "source_cost": d.source.cost(),
             "dry_run": d.config.dry_run,
             "proactive": d.config.proactive.to_string(),
             "policy": d.policy.describe(),

@@ -15,11 +15,12 @@
 //!    eviction, many seconds when a high-priority program displaces another. A step migrates
 //!    for at most two intervals; the rest is planned again at once, with fresh samples.
 
+use crate::source::Target;
 use crate::{monotonic_ns, Daemon};
 use objtier_policy::{
     proactive_placements, tier_budget, Candidate, ProcessPolicy, Signals, SiteRecord, TierBudget,
 };
-use objtier_sys::damon::{coalesce_ranges, Target};
+use objtier_sys::damon::coalesce_ranges;
 use objtier_sys::pages::{MoveError, PageStatus, BATCH_PAGES};
 use objtier_wire::PAGE_SIZE;
 use serde::Serialize;
@@ -48,7 +49,8 @@ pub struct Totals {
 pub struct IntervalReport {
     pub seconds_since_start: f64,
     pub duration_ms: u64,
-    pub sampled_regions: usize,
+    /// Observations the access source delivered (DAMON regions, perf samples, ...).
+    pub observations: usize,
     /// Share of sampled accesses that fell inside a tracked record.
     pub attributed_share: Option<f64>,
     /// Whether this interval enforced a new assignment, and why (the triggers that fired).
@@ -309,18 +311,16 @@ impl Daemon {
         let latest_by_pid: HashMap<u32, u64> =
             self.processes.values().map(|p| (p.pid, p.id)).collect();
         match self.source.observe() {
-            Ok(regions) => {
-                report.sampled_regions = regions.len();
+            Ok(observations) => {
+                report.observations = observations.len();
                 let (mut sampled, mut attributed) = (0.0, 0.0);
-                for (pid, region) in regions {
-                    let weight = region.nr_accesses as f64
-                        * ((region.end - region.start) / PAGE_SIZE as u64) as f64;
-                    sampled += weight;
-                    let Some(id) = latest_by_pid.get(&pid) else {
+                for o in observations {
+                    sampled += o.weight;
+                    let Some(id) = latest_by_pid.get(&o.pid) else {
                         continue;
                     };
                     if let Some(p) = self.processes.get_mut(id) {
-                        attributed += p.attribute(region.start, region.end, weight);
+                        attributed += p.attribute(o.start, o.end, o.weight);
                     }
                 }
                 self.totals.sampled_weight += sampled;
@@ -736,9 +736,7 @@ mod tests {
         let mut config = DaemonConfig::new(sys.path().join("sock"));
         config.sys_root = sys.path().to_owned();
         let policy = crate::builtin_policy(&config);
-        let source = AccessSource::None {
-            reason: "test".into(),
-        };
+        let source = AccessSource::none("test");
         let mut daemon = Daemon::new(config, topology, source, Box::new(fake.clone()), policy);
         daemon.processes.insert(process.id, process);
         daemon
