@@ -119,7 +119,8 @@ struct DaemonArgs {
     /// [default: apb].
     #[arg(long)]
     prioritization: Option<Prioritization>,
-    /// Access source: auto (best available), damon, or none [default: auto].
+    /// Access source: auto (the best available: perf with a hardware PMU, else damon),
+    /// perf, damon, or none [default: auto].
     #[arg(long)]
     source: Option<SourceChoice>,
     /// Explicit tiers, fastest first: node lists separated by ';' (e.g. "0;1" or "1;0;2").
@@ -149,6 +150,14 @@ struct DaemonArgs {
     /// at most two intervals).
     #[arg(long, value_parser = parse_size)]
     rate_limit: Option<u64>,
+    /// With --source perf: the event to sample: page-faults (software, works without a
+    /// PMU), mem-loads, mem-stores, ibs-op, or PMU/TERMS/ (e.g. cpu/event=0xd1,umask=0x20/)
+    /// [default: the best hardware event found].
+    #[arg(long)]
+    event: Option<String>,
+    /// With --source perf: one sample every N events [default: 4096; 1 for page-faults].
+    #[arg(long)]
+    sample_period: Option<u64>,
     /// DAMON sampling interval [default: 5ms].
     #[arg(long, value_parser = parse_duration)]
     damon_sample: Option<Duration>,
@@ -314,7 +323,7 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     }
     let source = |t: &str| {
         t.parse()
-            .map_err(|_| format!("{t:?} is not auto, damon or none"))
+            .map_err(|_| format!("{t:?} is not auto, perf, damon or none"))
     };
     if let Some(v) = args.source.or(text("source", &file.source, source)?) {
         config.source = v;
@@ -346,6 +355,8 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     } else if let Some(v) = triggers.filter(|t| !t.is_empty()) {
         config.triggers = v;
     }
+    config.perf_event = args.event.or(file.event);
+    config.perf_period = args.sample_period.or(file.sample_period).filter(|&p| p > 0);
     let damon_sample = text("damon-sample", &file.damon_sample, parse_duration)?;
     if let Some(v) = args.damon_sample.or(damon_sample) {
         config.damon.sample_us = v.as_micros() as u64;

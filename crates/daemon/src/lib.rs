@@ -296,6 +296,7 @@ impl Daemon {
             for p in self.processes.values_mut() {
                 p.drain();
             }
+            self.source.poll();
             if Instant::now() >= next_interval {
                 self.interval();
                 next_interval += self.config.interval;

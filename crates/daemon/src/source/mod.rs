@@ -7,10 +7,12 @@
 //! sorted range index per process, `Process::attribute`); what falls outside every record is
 //! counted as unattributed, and the attributed share is reported per interval.
 //!
-//! Sources: [`damon`] (DAMON virtual-address monitoring: page access bits sampled by the kernel)
-//! and none. [`AccessSource`] wraps the chosen one and measures what it costs.
+//! Sources: [`perf`] (PMU address sampling: PEBS, IBS; or the software page-fault event),
+//! [`damon`] (DAMON virtual-address monitoring: page access bits sampled by the kernel), and
+//! none. `auto` takes them in that order, perf only with a hardware PMU. [`AccessSource`] wraps the chosen one and measures what it costs.
 
 pub mod damon;
+pub mod perf;
 
 use crate::config::{DaemonConfig, SourceChoice};
 use serde::Serialize;
@@ -62,6 +64,9 @@ pub trait Source: Send {
     }
     /// Monitors these processes (and, where the source can, only these ranges) from now on.
     fn follow(&mut self, targets: &[Target]) -> anyhow::Result<()>;
+    /// Called at every wake-up of the daemon's loop (every few milliseconds): a source with
+    /// buffers the kernel fills (perf rings) empties them here.
+    fn poll(&mut self) {}
     /// The observations since the last call.
     fn observe(&mut self) -> anyhow::Result<Vec<Observation>>;
     /// CPU seconds spent outside the daemon's thread (a kernel thread), since the start; the
@@ -142,16 +147,26 @@ impl AccessSource {
             SourceChoice::Damon => damon::open(config)
                 .map(|s| AccessSource::new(Box::new(s)))
                 .map_err(|e| anyhow::anyhow!("--source damon: {e}")),
-            SourceChoice::Auto => match damon::open(config) {
-                Ok(s) => Ok(AccessSource::new(Box::new(s))),
-                Err(e) => {
-                    tracing::warn!(
-                        "no access source: {e}. Objects are tracked and capacity caps \
-                         enforced, but nothing is promoted"
-                    );
-                    Ok(AccessSource::none(e.to_string()))
+            SourceChoice::Perf => perf::open(config)
+                .map(|s| AccessSource::new(Box::new(s)))
+                .map_err(|e| anyhow::anyhow!("--source perf: {e:#}")),
+            SourceChoice::Auto => {
+                let perf = match perf::open(config) {
+                    Ok(s) => return Ok(AccessSource::new(Box::new(s))),
+                    Err(e) => e,
+                };
+                tracing::info!("not using perf address sampling: {perf:#}");
+                match damon::open(config) {
+                    Ok(s) => Ok(AccessSource::new(Box::new(s))),
+                    Err(e) => {
+                        tracing::warn!(
+                            "no access source: {e}. Objects are tracked and capacity caps \
+                             enforced, but nothing is promoted"
+                        );
+                        Ok(AccessSource::none(format!("{e}; and perf: {perf:#}")))
+                    }
                 }
-            },
+            }
         }
     }
 
@@ -169,6 +184,11 @@ impl AccessSource {
         let result = self.source.follow(targets);
         self.own_cpu_seconds += thread_cpu_seconds() - started;
         result
+    }
+    pub fn poll(&mut self) {
+        let started = thread_cpu_seconds();
+        self.source.poll();
+        self.own_cpu_seconds += thread_cpu_seconds() - started;
     }
     pub fn observe(&mut self) -> anyhow::Result<Vec<Observation>> {
         let started = thread_cpu_seconds();
