@@ -29,13 +29,12 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use objtier_daemon::config::DaemonConfig;
 use objtier_daemon::process::Process;
-use objtier_daemon::source::AccessSource;
+use objtier_daemon::source::{AccessKind, AccessSource, Observation, Source, Target};
 use objtier_daemon::Daemon;
 use objtier_policy::{
     assign_tiers, prioritize, Candidate, Prioritization, ProcessPolicy, TierBudget, TierBytes,
     DEFAULT_SPLIT_BYTES,
 };
-use objtier_sys::damon::RegionSample;
 use objtier_sys::pages::{MoveError, PageMover, PageStatus, RecordingPageMover};
 use objtier_sys::topology::{Node, Tier, TierSource, Topology};
 use objtier_wire::{event_flags, Event, EventKind, PAGE_SIZE};
@@ -178,6 +177,25 @@ impl<M: PageMover> PageMover for Timed<M> {
         let r = self.inner.move_to(pid, pages, node, status);
         self.ns.fetch_add(cpu_ns() - t, Ordering::Relaxed);
         r
+    }
+}
+
+/// An access source that delivers the same observations every interval: DAMON-like regions,
+/// each weighted as DAMON's are (sampled accesses times pages).
+struct Synthetic(Vec<Observation>);
+
+impl Source for Synthetic {
+    fn name(&self) -> &'static str {
+        "synthetic"
+    }
+    fn describe(&self) -> String {
+        format!("synthetic ({} regions)", self.0.len())
+    }
+    fn follow(&mut self, _targets: &[Target]) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn observe(&mut self) -> anyhow::Result<Vec<Observation>> {
+        Ok(self.0.clone())
     }
 }
 
@@ -355,31 +373,31 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
         let per_region = (list.len() as u64).div_ceil(per_process).max(1) as usize;
         for run in list.chunks(per_region) {
             let r = rng.next() % 100;
-            let nr_accesses = if r < 40 { 0 } else { 1 + (r % 20) as u32 };
+            let nr_accesses = if r < 40 { 0 } else { 1 + r % 20 };
             let (first, last) = (run[0], run[run.len() - 1]);
-            regions.push((
-                FIRST_PID + pi as u32,
-                RegionSample {
-                    target: pi,
-                    start: first.0,
-                    end: last.0 + last.1,
-                    nr_accesses,
-                    age: 0,
-                },
-            ));
+            let (start, end) = (first.0, last.0 + last.1);
+            regions.push(Observation {
+                pid: FIRST_PID + pi as u32,
+                start,
+                end,
+                weight: (nr_accesses * ((end - start) / PAGE_SIZE as u64)) as f64,
+                kind: AccessKind::Any,
+            });
         }
     }
     let region_count = regions.len();
     drop(objects);
 
+    let policy = objtier_daemon::builtin_policy(&config);
     let mut daemon = Daemon::new(
         config,
         two_tiers(fast_bytes),
-        AccessSource::Synthetic(regions),
+        AccessSource::new(Box::new(Synthetic(regions))),
         Box::new(Timed {
             inner: fake.clone(),
             ns: mover_ns.clone(),
         }),
+        policy,
     );
     for p in built {
         daemon.processes.insert(p.id, p);

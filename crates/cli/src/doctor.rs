@@ -34,7 +34,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
     let euid = unsafe { libc::geteuid() };
     let topology = Topology::discover(&roots.sys);
     let move_pages = probe_move_pages();
-    let sources = [probe_damon(&roots, euid), probe_perf(&roots)];
+    let sources = [probe_perf(&roots, euid), probe_damon(&roots, euid)];
     let chosen = sources
         .iter()
         .find(|s| s.implemented && s.usable)

@@ -150,6 +150,8 @@ pub struct Record {
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct ProcessStats {
     pub events: u64,
+    /// Bytes of tracked objects allocated since the process attached (snapshots not counted).
+    pub allocated_bytes: u64,
     pub invalid_events: u64,
     pub ephemeral_objects: u64,
     pub frees_of_unknown: u64,
@@ -237,6 +239,12 @@ pub struct Process {
     pub resync: Resync,
     /// Drop counter value the daemon has accounted for.
     pub dropped_seen: u64,
+    /// Bytes allocated since the daemon last took them (for the allocation trigger).
+    pub allocated_unclaimed: u64,
+    /// A pidfd for the process (None on kernels before 5.3): it stays bound to this process if
+    /// the pid is reused, and tells when the process exits even while a child that inherited
+    /// its socket keeps the connection open.
+    pub pidfd: Option<std::os::fd::OwnedFd>,
 }
 
 impl Process {
@@ -306,8 +314,18 @@ impl Process {
             proactive_streaks: HashMap::new(),
             resync: Resync::Idle,
             dropped_seen: 0,
+            allocated_unclaimed: 0,
+            pidfd: None,
         };
         Ok((process, theirs))
+    }
+
+    /// Whether the process is known to have exited (by its pidfd). Checked before every page
+    /// query and move, so a reused pid never has another program's pages moved.
+    pub fn exited(&self) -> bool {
+        self.pidfd
+            .as_ref()
+            .is_some_and(objtier_sys::socket::pidfd_exited)
     }
 
     /// Consumes everything in the ring. Returns the number of events read.
@@ -339,6 +357,8 @@ impl Process {
                         // An address can only hold one object: a new one replaces the old.
                         self.remove_object(event.addr);
                         self.pending.insert(event.addr, object);
+                        self.stats.allocated_bytes += event.len;
+                        self.allocated_unclaimed += event.len;
                     }
                 }
                 Some(EventKind::Free) if valid_range => {
@@ -679,6 +699,16 @@ impl Process {
         attributed
     }
 
+    /// Start of the object a record starting at `start` belongs to (records do not store it:
+    /// a split object's records lie inside it, so the object map finds it).
+    pub fn object_start_of(&self, start: u64) -> u64 {
+        self.objects
+            .range(..=start)
+            .next_back()
+            .filter(|(&s, o)| start < s + o.len)
+            .map_or(start, |(&s, _)| s)
+    }
+
     /// Tracked bytes (records).
     pub fn tracked_bytes(&self) -> u64 {
         self.objects.values().map(|o| o.len).sum()
@@ -735,6 +765,7 @@ pub(crate) mod tests {
         );
         p.drain();
         assert_eq!(p.records.len(), 2, "96 MiB at 64 MiB split = 2 records");
+        assert_eq!(p.object_start_of(0x4000_0000 + (64 << 20)), 0x4000_0000);
         // Accesses over the second half land on the second record only.
         let second = 0x4000_0000 + (64 << 20);
         let got = p.attribute(second, second + (32 << 20), 10.0);

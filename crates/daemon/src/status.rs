@@ -47,6 +47,7 @@ pub fn status_json(d: &Daemon) -> Value {
                 "events_dropped": header.dropped.load(std::sync::atomic::Ordering::Relaxed),
                 "stats": p.stats,
                 "sites": sites_json(p),
+                "hottest_records": hottest_records_json(p),
                 "advised_ranges": p.advice.len(),
                 "resync": match &p.resync {
                     crate::process::Resync::Idle => json!("idle"),
@@ -71,8 +72,10 @@ pub fn status_json(d: &Daemon) -> Value {
             "prioritization": format!("{:?}", d.config.prioritization).to_lowercase(),
             "source": d.source.name(),
             "source_detail": d.source.describe(),
+            "source_cost": d.source.cost(),
             "dry_run": d.config.dry_run,
-            "proactive": d.config.proactive,
+            "proactive": d.config.proactive.to_string(),
+            "policy": d.policy.describe(),
             "rate_limit_bytes_per_second": d.config.rate_limit_bytes_per_second,
             "tier_source": format!("{:?}", d.topology.tier_source),
             "totals": d.totals,
@@ -81,6 +84,31 @@ pub fn status_json(d: &Daemon) -> Value {
         "tiers": tiers,
         "processes": processes,
     })
+}
+
+/// Most records listed per process.
+const STATUS_RECORDS: usize = 8;
+
+/// The records with the highest access estimate (EMA), hottest first: where the access source's
+/// observations landed.
+fn hottest_records_json(p: &crate::process::Process) -> Vec<Value> {
+    let mut records: Vec<(&u64, &crate::process::Record)> = p.records.iter().collect();
+    records.sort_by(|a, b| b.1.ema_accesses.total_cmp(&a.1.ema_accesses));
+    records
+        .into_iter()
+        .take(STATUS_RECORDS)
+        .filter(|(_, r)| r.ema_accesses > 0.0)
+        .map(|(start, r)| {
+            json!({
+                "start": format!("{start:#x}"),
+                "len": r.len,
+                "object_start": format!("{:#x}", p.object_start_of(*start)),
+                "site": format!("{:#018x}", r.site),
+                "ema_accesses": r.ema_accesses,
+                "recent_accesses": r.recent_accesses,
+            })
+        })
+        .collect()
 }
 
 /// Most sites listed per process.

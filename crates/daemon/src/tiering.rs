@@ -3,22 +3,25 @@
 //! 1. Buffered allocations that survived the interval become records.
 //! 2. The access source's regions are attributed to the records they overlap; each record's
 //!    EMA of sampled accesses is updated (equation 1, alpha 0.1).
-//! 3. `move_pages` with no target reports where every page of every record is, so budgets are
+//! 3. The policy's triggers decide whether to enforce a new assignment now (at every interval
+//!    by default); if none fires, the interval ends here.
+//! 4. `move_pages` with no target reports where every page of every record is, so budgets are
 //!    charged with what is really resident and moves name only pages that must move.
-//! 4. `objtier-policy` orders the records and assigns each a tier, filling tiers fastest first
-//!    up to their budget.
-//! 5. Pages are moved in batches, hottest promotions first, each preceded by just the demotions
+//! 5. The policy orders the records and assigns each a tier, filling tiers fastest first up to
+//!    their budget.
+//! 6. Pages are moved in batches, hottest promotions first, each preceded by just the demotions
 //!    (coldest first) that make its room in the fast tier; the other demotions follow. Moving
 //!    every demotion before any promotion would keep the hottest pages waiting behind a whole
 //!    eviction, many seconds when a high-priority program displaces another. A step migrates
 //!    for at most two intervals; the rest is planned again at once, with fresh samples.
 
+use crate::source::Target;
 use crate::{monotonic_ns, Daemon};
 use objtier_policy::{
-    assign_tiers, ema, prioritize, proactive_placements, tier_budget, Candidate, ProcessPolicy,
-    TierBudget, TierBytes,
+    proactive_placements, tier_budget, Candidate, ProcessPolicy, Signals, SiteRecord, TierBudget,
+    TierBytes,
 };
-use objtier_sys::damon::{coalesce_ranges, Target};
+use objtier_sys::damon::coalesce_ranges;
 use objtier_sys::pages::{MoveError, PageMover, PageStatus, BATCH_PAGES};
 use objtier_wire::PAGE_SIZE;
 use serde::Serialize;
@@ -29,6 +32,8 @@ use std::time::Instant;
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Totals {
     pub intervals: u64,
+    /// Intervals in which a trigger fired and a new assignment was enforced.
+    pub enforcements: u64,
     pub promoted_pages: u64,
     pub demoted_pages: u64,
     pub failed_pages: u64,
@@ -45,9 +50,15 @@ pub struct Totals {
 pub struct IntervalReport {
     pub seconds_since_start: f64,
     pub duration_ms: u64,
-    pub sampled_regions: usize,
+    /// Observations the access source delivered (DAMON regions, perf samples, ...).
+    pub observations: usize,
     /// Share of sampled accesses that fell inside a tracked record.
     pub attributed_share: Option<f64>,
+    /// Whether this interval enforced a new assignment, and why (the triggers that fired).
+    pub enforced: bool,
+    pub trigger_reasons: Vec<String>,
+    /// LLC misses per instruction this interval, when counted.
+    pub llc_misses_per_instruction: Option<f64>,
     pub budget_bytes_by_tier: Vec<u64>,
     pub promoted_pages: u64,
     pub demoted_pages: u64,
@@ -57,6 +68,17 @@ pub struct IntervalReport {
     /// Pages left for the next interval by the migration rate limit (`--rate-limit`).
     pub rate_limited_pages: u64,
     pub source_error: Option<String>,
+}
+
+/// What happened since the last enforcement, for the triggers.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SinceEnforcement {
+    pub intervals: u32,
+    /// Bytes of tracked objects allocated.
+    pub allocated_bytes: u64,
+    /// The distinct application priorities attached at the last enforcement: a change (a
+    /// high-priority program arriving or leaving) always enforces, whatever the triggers say.
+    pub priorities: Vec<i32>,
 }
 
 /// How long one step may migrate, in intervals, before it plans again with fresh samples. One
@@ -157,6 +179,7 @@ impl Daemon {
             let mine = spans.partition_point(|s| s.process < pi)
                 ..spans.partition_point(|s| s.process <= pi);
             let wishes = proactive_placements(
+                self.config.proactive,
                 spans[mine.clone()]
                     .iter()
                     .zip(&candidates[mine.clone()])
@@ -164,7 +187,12 @@ impl Daemon {
                     .map(|((span, c), &tier)| {
                         let settled = now.saturating_sub(c.created_ns) >= settled_ns;
                         let sustained = c.recent_accesses > 0.0 && c.previous_accesses > 0.0;
-                        (span.site, tier, sustained && settled)
+                        SiteRecord {
+                            site: span.site,
+                            tier,
+                            bytes: c.len_bytes,
+                            warm: sustained && settled,
+                        }
                     }),
             );
             let Some(p) = self.processes.get_mut(id) else {
@@ -195,6 +223,70 @@ impl Daemon {
                 }
             }
         }
+    }
+}
+
+impl Daemon {
+    /// Step 3: asks the policy's triggers whether to enforce now; records why in `report`.
+    /// Besides the triggers, a migration left unfinished by the last step (time or rate limit)
+    /// goes on, and a change of the attached priorities always re-plans.
+    fn check_triggers(&mut self, report: &mut IntervalReport) -> bool {
+        let since = &mut self.since_enforcement;
+        since.intervals = since.intervals.saturating_add(1);
+        for p in self.processes.values_mut() {
+            since.allocated_bytes = since
+                .allocated_bytes
+                .saturating_add(std::mem::take(&mut p.allocated_unclaimed));
+        }
+        let (llc_misses, instructions) = match self.llc_counters.as_mut().map(|c| c.read()) {
+            Some(Ok((misses, instructions))) => (Some(misses), Some(instructions)),
+            Some(Err(e)) => {
+                tracing::warn!("cannot read the LLC counters: {e}");
+                (None, None)
+            }
+            None => (None, None),
+        };
+        if let (Some(m), Some(i)) = (llc_misses, instructions) {
+            report.llc_misses_per_instruction = (i > 0).then(|| m as f64 / i as f64);
+        }
+        let (fast_capacity_bytes, fast_free_bytes) = if self.topology.tiers.is_empty() {
+            (0, 0)
+        } else {
+            self.topology.tier_bytes(0)
+        };
+        let signals = Signals {
+            intervals_since_enforcement: since.intervals,
+            allocated_bytes_since_enforcement: since.allocated_bytes,
+            fast_capacity_bytes,
+            fast_free_bytes,
+            llc_misses,
+            instructions,
+        };
+        let mut reasons = self.policy.check_triggers(&signals);
+        let mut priorities: Vec<i32> = self.processes.values().map(|p| p.priority).collect();
+        priorities.sort_unstable();
+        priorities.dedup();
+        if priorities != since.priorities {
+            reasons.push("the attached application priorities changed".into());
+        }
+        if self
+            .last_interval
+            .as_ref()
+            .is_some_and(|r| r.deferred_pages + r.rate_limited_pages > 0)
+        {
+            reasons.push("the last migration was left unfinished".into());
+        }
+        if reasons.is_empty() {
+            return false;
+        }
+        tracing::debug!(?reasons, "enforcing");
+        *since = SinceEnforcement {
+            priorities,
+            ..SinceEnforcement::default()
+        };
+        report.enforced = true;
+        report.trigger_reasons = reasons;
+        true
     }
 }
 
@@ -262,18 +354,16 @@ impl Daemon {
         let latest_by_pid: HashMap<u32, u64> =
             self.processes.values().map(|p| (p.pid, p.id)).collect();
         match self.source.observe() {
-            Ok(regions) => {
-                report.sampled_regions = regions.len();
+            Ok(observations) => {
+                report.observations = observations.len();
                 let (mut sampled, mut attributed) = (0.0, 0.0);
-                for (pid, region) in regions {
-                    let weight = region.nr_accesses as f64
-                        * ((region.end - region.start) / PAGE_SIZE as u64) as f64;
-                    sampled += weight;
-                    let Some(id) = latest_by_pid.get(&pid) else {
+                for o in observations {
+                    sampled += o.weight;
+                    let Some(id) = latest_by_pid.get(&o.pid) else {
                         continue;
                     };
                     if let Some(p) = self.processes.get_mut(id) {
-                        attributed += p.attribute(region.start, region.end, weight);
+                        attributed += p.attribute(o.start, o.end, o.weight);
                     }
                 }
                 self.totals.sampled_weight += sampled;
@@ -285,21 +375,20 @@ impl Daemon {
                 report.source_error = Some(e.to_string());
             }
         }
-        let alpha = self.config.alpha;
         for p in self.processes.values_mut() {
             for record in p.records.values_mut() {
                 // Below the smallest normal f32 (about 10^-38 accesses an interval) the EMA is 0:
                 // a decaying value would otherwise end as a subnormal, slow to compute with,
                 // that never reaches 0 (0.9 times the smallest subnormal rounds back up to it).
-                let decayed = ema(
-                    record.ema_accesses as f64,
-                    record.interval_accesses as f64,
-                    alpha,
-                ) as f32;
-                record.ema_accesses = if decayed < f32::MIN_POSITIVE {
+                let aggregated = self
+                    .policy
+                    .aggregate
+                    .aggregate(record.ema_accesses as f64, record.interval_accesses as f64)
+                    as f32;
+                record.ema_accesses = if aggregated < f32::MIN_POSITIVE {
                     0.0
                 } else {
-                    decayed
+                    aggregated
                 };
                 if record.interval_accesses > 0.0 {
                     record.last_access_ns = now_ns;
@@ -359,10 +448,20 @@ impl Daemon {
             report.source_error = Some(e.to_string());
         }
 
-        // 3. Where the pages are, asked a batch of records at a time. A record's pages are
-        // consecutive, so only their statuses are kept (4 bytes a page); step 5 recomputes the
-        // addresses.
+        // 3. Trigger.
         self.topology.refresh_free(&self.config.sys_root);
+        if !self.check_triggers(&mut report) {
+            self.totals.intervals += 1;
+            report.duration_ms = started.elapsed().as_millis() as u64;
+            tracing::debug!(?report, "interval (no trigger fired)");
+            self.last_interval = Some(report);
+            return;
+        }
+        self.totals.enforcements += 1;
+
+        // 4. Where the pages are, asked a batch of records at a time. A record's pages are
+        // consecutive, so only their statuses are kept (4 bytes a page); step 6 recomputes the
+        // addresses.
         let tiers = self.topology.tiers.len();
         let node_tiers = node_tier_table(&self.topology);
         let tier_of = |s: PageStatus| -> Option<usize> {
@@ -386,7 +485,8 @@ impl Daemon {
             // One pass over the records: a batch of whole records' pages is located, then
             // those records become candidates.
             let mut status: Vec<PageStatus> = Vec::new();
-            let mut failed = None;
+            // A process known to have exited is not asked (its pid may be another's now).
+            let mut failed = p.exited().then_some(-libc::ESRCH);
             let mut process_resident = vec![0u64; tiers];
             let mut records = p.records.iter().peekable();
             let mut located: Vec<(u64, &crate::process::Record)> = Vec::new();
@@ -448,7 +548,7 @@ impl Daemon {
             }
         }
 
-        // 4. Plan.
+        // 5. Plan.
         let mut budgets = Vec::with_capacity(tiers);
         for tier in 0..tiers {
             if tier + 1 == tiers {
@@ -472,22 +572,19 @@ impl Daemon {
             });
         }
         report.budget_bytes_by_tier = budgets.iter().map(|b| b.budget_bytes).collect();
-        let order = prioritize(&candidates, self.config.prioritization);
-        let assignment = assign_tiers(
-            &candidates,
-            &order,
-            &budgets,
-            &policies,
-            self.config.fast_reserve_bytes,
-        );
+        let order = self.policy.prioritize.order(&candidates);
+        let assignment = self
+            .policy
+            .enforce
+            .assign(&candidates, &order, &budgets, &policies);
 
-        // Proactive placement: sites whose objects were all planned below the fastest tier start
+        // Proactive placement: sites whose objects are planned below the fastest tier start
         // new ones there. Only with samples: without them, "planned slow" means "not seen".
-        if self.config.proactive && self.source.samples() {
+        if self.source.samples() {
             self.place_sites_proactively(&process_ids, &spans, &candidates, &assignment);
         }
 
-        // 5. Migrate: work out, in one pass over every record's pages, what moves down and
+        // 6. Migrate: work out, in one pass over every record's pages, what moves down and
         // what moves up; demotions go coldest first, promotions hottest first.
         let target_nodes: Vec<u32> = (0..tiers).map(|t| self.target_node(t)).collect();
         // (process index, target tier, pages), in the order they should move.
@@ -551,10 +648,16 @@ impl Daemon {
             if dead[pi] {
                 continue;
             }
-            let pid = self.processes[&process_ids[pi]].pid;
+            let process = &self.processes[&process_ids[pi]];
+            let pid = process.pid;
             let node = target_nodes[tier];
             let mut status = vec![0; pages.len()];
-            match self.mover.move_to(pid, &pages, node, &mut status) {
+            let moved = if process.exited() {
+                Err(MoveError::ProcessGone { pid })
+            } else {
+                self.mover.move_to(pid, &pages, node, &mut status)
+            };
+            match moved {
                 Ok(()) => {}
                 Err(MoveError::ProcessGone { .. }) => {
                     tracing::info!(pid, "process exited during migration; skipping it");
@@ -663,9 +766,7 @@ mod tests {
     use objtier_sys::pages::{RecordedCall, RecordingPageMover};
     use objtier_sys::topology::{Node, Tier, TierSource, Topology};
     use objtier_wire::{event_flags, EventKind};
-    use std::collections::BTreeMap;
     use std::sync::{Arc, Mutex};
-    use std::time::Instant;
 
     const MIB: u64 = 1 << 20;
 
@@ -709,20 +810,11 @@ mod tests {
     ) -> Daemon {
         let mut config = DaemonConfig::new(sys.path().join("sock"));
         config.sys_root = sys.path().to_owned();
-        Daemon {
-            config,
-            topology,
-            processes: BTreeMap::from([(process.id, process)]),
-            source: AccessSource::None {
-                reason: "test".into(),
-            },
-            mover: Box::new(fake.clone()),
-            started: Instant::now(),
-            totals: Default::default(),
-            last_interval: None,
-            next_process_id: 2,
-            euid: 0,
-        }
+        let policy = crate::builtin_policy(&config);
+        let source = AccessSource::none("test");
+        let mut daemon = Daemon::new(config, topology, source, Box::new(fake.clone()), policy);
+        daemon.processes.insert(process.id, process);
+        daemon
     }
 
     /// Nine cold 1 MiB objects filling a 10 MiB fast tier (0.9 fill, nothing free) and a hot
@@ -797,6 +889,11 @@ mod tests {
         assert_eq!(promoted.len() as u64, 2 * MIB / 4096);
         assert!(promoted.iter().all(|&a| a >= hot && a < hot + 2 * MIB));
         assert!(matches!(fake.calls[0], RecordedCall::Query { .. }));
+        let mut every_page: Vec<u64> = moves.iter().flat_map(|(_, pages)| pages.clone()).collect();
+        let moved = every_page.len();
+        every_page.sort_unstable();
+        every_page.dedup();
+        assert_eq!(every_page.len(), moved, "no page moves twice in one plan");
         let report = daemon.last_interval.as_ref().unwrap();
         assert_eq!(report.demoted_pages, 512);
         assert_eq!(report.promoted_pages, 512);
@@ -820,6 +917,91 @@ mod tests {
         daemon.interval();
         let report = daemon.last_interval.as_ref().unwrap();
         assert_eq!((report.promoted_pages, report.demoted_pages), (0, 0));
+    }
+
+    /// With `time:3` nothing moves until the third interval; with `alloc:SIZE` nothing moves
+    /// until that much was allocated. The first interval always plans: the attached
+    /// priorities changed (from none).
+    #[test]
+    fn triggers_gate_enforcement() {
+        use objtier_policy::TriggerSpec;
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut daemon, hot) = hot_object_behind_a_full_fast_tier(&fake, &sys);
+        daemon.policy = objtier_policy::Policy::builtin(
+            0.1,
+            objtier_policy::Prioritization::Apb,
+            &[TriggerSpec::Time(3)],
+            None,
+        );
+        // The priorities "changed" at the start; acknowledge them without moving anything.
+        daemon.since_enforcement.priorities = vec![0];
+        let id = *daemon.processes.keys().next().unwrap();
+        let heat = |d: &mut Daemon| {
+            d.processes
+                .get_mut(&id)
+                .unwrap()
+                .records
+                .get_mut(&hot)
+                .unwrap()
+                .interval_accesses = 100.0;
+        };
+        for expected in [false, false, true] {
+            heat(&mut daemon);
+            daemon.interval();
+            let report = daemon.last_interval.as_ref().unwrap();
+            assert_eq!(report.enforced, expected, "{report:?}");
+            assert_eq!(report.promoted_pages > 0, expected);
+        }
+        assert_eq!(daemon.totals.enforcements, 1);
+        assert!(daemon.last_interval.as_ref().unwrap().trigger_reasons[0].contains("3 interval"));
+
+        // Allocation trigger: 2 MiB allocated against a 4 MiB threshold, then 2 more.
+        daemon.policy.triggers = vec![TriggerSpec::Allocation(4 * MIB).build()];
+        let p = daemon.processes.get_mut(&id).unwrap();
+        push(p, EventKind::Alloc, 0x7100_0000_0000, 2 * MIB, 0);
+        p.drain();
+        daemon.interval();
+        assert!(!daemon.last_interval.as_ref().unwrap().enforced);
+        let p = daemon.processes.get_mut(&id).unwrap();
+        push(p, EventKind::Alloc, 0x7200_0000_0000, 2 * MIB, 0);
+        p.drain();
+        daemon.interval();
+        let report = daemon.last_interval.as_ref().unwrap();
+        assert!(report.enforced);
+        assert!(
+            report.trigger_reasons[0].contains("4M allocated"),
+            "{report:?}"
+        );
+
+        // A new priority always re-plans.
+        daemon.processes.get_mut(&id).unwrap().priority = 5;
+        daemon.interval();
+        let report = daemon.last_interval.as_ref().unwrap();
+        assert!(report.enforced);
+        assert!(report.trigger_reasons[0].contains("priorities changed"));
+    }
+
+    /// A process whose pidfd says it exited is never queried nor moved, even if the fake
+    /// kernel still answers for its pid (as it would for another program reusing the pid).
+    #[test]
+    fn an_exited_process_is_never_touched_even_if_its_pid_answers() {
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut daemon, _hot) = hot_object_behind_a_full_fast_tier(&fake, &sys);
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pidfd = objtier_sys::socket::pidfd_open(child.id());
+        child.wait().unwrap();
+        let Ok(pidfd) = pidfd else {
+            return; // a kernel without pidfds: nothing to test
+        };
+        let id = *daemon.processes.keys().next().unwrap();
+        daemon.processes.get_mut(&id).unwrap().pidfd = Some(pidfd);
+        fake.lock().unwrap().calls.clear();
+        daemon.interval();
+        assert!(fake.lock().unwrap().calls.is_empty());
+        let report = daemon.last_interval.as_ref().unwrap();
+        assert_eq!(report.promoted_pages + report.demoted_pages, 0);
     }
 
     /// An EMA decayed below the smallest normal `f32` becomes 0, not a subnormal that would
