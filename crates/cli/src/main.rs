@@ -134,10 +134,10 @@ struct DaemonArgs {
     #[arg(long, value_parser = parse_size)]
     fast_reserve: Option<u64>,
     /// When to migrate; repeat or separate with commas to combine (any one fires):
-    /// time[:N] every N intervals, alloc[:SIZE] after SIZE allocated (default 1G),
-    /// pressure[:SHARE] when the fastest tier's free memory falls below SHARE (default 5%),
-    /// llc-mpi[:T] when LLC misses per instruction change by T times their recent average
-    /// (default 2; needs a hardware PMU) [default: time:1].
+    /// time:N every N intervals, alloc:SIZE after SIZE allocated (1G if no SIZE),
+    /// pressure:SHARE when the fastest tier's free memory falls below SHARE (5% if none),
+    /// llc-mpi:T when LLC misses per instruction change by T times their recent average
+    /// (2 if none; needs a hardware PMU) [default: time:1].
     #[arg(long, value_delimiter = ',')]
     trigger: Vec<TriggerSpec>,
     /// Proactive placement by allocation site: conservative (a site none of whose objects are
