@@ -142,7 +142,7 @@ struct DaemonArgs {
     trigger: Vec<TriggerSpec>,
     /// Proactive placement by allocation site: conservative (a site none of whose objects are
     /// kept in the fastest tier starts its new objects where they were planned; "on" is the
-    /// same), threshold[:SHARE] (where at least SHARE of its bytes are planned, default 0.8),
+    /// same), threshold:SHARE (where at least SHARE of its bytes are planned; 0.8 if no SHARE),
     /// or off [default: conservative].
     #[arg(long)]
     proactive: Option<SitePlacement>,
