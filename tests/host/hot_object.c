@@ -23,6 +23,15 @@ static double now(void) {
 int main(int argc, char **argv) {
     double seconds = argc > 1 ? atof(argv[1]) : 5.0;
     int refault = argc > 2 && strcmp(argv[2], "refault") == 0;
+    // Small objects first (4 MiB of 64-byte blocks), so the allocator's small-object memory
+    // exists and is announced as blocks.
+    static char *volatile small[1 << 16];
+    for (int i = 0; i < 1 << 16; i++) {
+        small[i] = malloc(64);
+        if (!small[i])
+            return 1;
+        memset(small[i], i, 64);
+    }
     char *volatile objects[OBJECTS];
     for (int i = 0; i < OBJECTS; i++) {
         objects[i] = malloc(SIZE);

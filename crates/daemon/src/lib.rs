@@ -461,6 +461,7 @@ impl Daemon {
                 resync: Resync::Idle,
                 dropped_seen: 0,
                 allocated_unclaimed: 0,
+                blocks: BTreeMap::new(),
                 pidfd,
             },
         );

@@ -241,6 +241,9 @@ pub struct Process {
     pub dropped_seen: u64,
     /// Bytes allocated since the daemon last took them (for the allocation trigger).
     pub allocated_unclaimed: u64,
+    /// Small-object blocks (start -> length): also in `objects`, but a resync, which
+    /// re-announces only objects, must not forget them.
+    pub blocks: BTreeMap<u64, u64>,
     /// A pidfd for the process (None on kernels before 5.3): it stays bound to this process if
     /// the pid is reused, and tells when the process exits even while a child that inherited
     /// its socket keeps the connection open.
@@ -315,6 +318,7 @@ impl Process {
             resync: Resync::Idle,
             dropped_seen: 0,
             allocated_unclaimed: 0,
+            blocks: BTreeMap::new(),
             pidfd: None,
         };
         Ok((process, theirs))
@@ -368,8 +372,27 @@ impl Process {
                         self.stats.frees_of_unknown += 1;
                     }
                 }
-                // Small-object blocks are not tracked yet; accepted and ignored.
-                Some(EventKind::BlockMap) | Some(EventKind::BlockUnmap) => {}
+                // Small-object memory (the allocator's arenas): tracked and tiered like an
+                // object of no site, from the start (arenas live as long as the process).
+                Some(EventKind::BlockMap)
+                    if valid_range && event.len > 0 && event.len % PAGE_SIZE as u64 == 0 =>
+                {
+                    self.remove_object(event.addr);
+                    self.blocks.insert(event.addr, event.len);
+                    self.insert_object(
+                        event.addr,
+                        Object {
+                            len: event.len,
+                            site: 0,
+                            created_ns: event.time_ns,
+                        },
+                    );
+                }
+                Some(EventKind::BlockUnmap) if valid_range => {
+                    if self.blocks.remove(&event.addr).is_some() {
+                        self.remove_object(event.addr);
+                    }
+                }
                 Some(EventKind::SiteFrame) => self.site_frame(event.site, event.addr, event.len),
                 Some(EventKind::Priority) if PRIORITY_RANGE.contains(&(event.addr as i64)) => {
                     self.priority = event.addr as i64 as i32;
@@ -560,7 +583,7 @@ impl Process {
                     .copied()
                     .filter(|start| (lo..hi).contains(start)),
             )
-            .filter(|start| !seen.contains(start))
+            .filter(|start| !seen.contains(start) && !self.blocks.contains_key(start))
             .collect();
         for start in gone {
             if self.pending.remove(&start).is_none() {
@@ -734,6 +757,39 @@ pub(crate) mod tests {
             time_ns: 5,
             site: 9,
         }));
+    }
+
+    /// Small-object blocks become records at once, split like objects; a resync (which only
+    /// re-announces objects) does not forget them; an unmap does.
+    #[test]
+    fn small_object_blocks_are_tracked_and_survive_resyncs() {
+        let (mut p, _peer) = process();
+        let arena = 0x7f00_0000_0000u64;
+        push(&p, EventKind::BlockMap, arena, 1 << 30, 0);
+        push(&p, EventKind::Alloc, 0x10000, 4096, event_flags::SNAPSHOT);
+        p.drain();
+        assert_eq!(
+            p.records.len(),
+            17,
+            "1 GiB at the 64 MiB split, and the object"
+        );
+        assert_eq!(p.blocks.len(), 1);
+        // A resync step over the whole address space that announces nothing.
+        p.resync = Resync::Requested {
+            request: 1,
+            dropped_at_request: 0,
+        };
+        push(&p, EventKind::ResyncBegin, 0, 1, 0);
+        push(&p, EventKind::ResyncEnd, !0xfff, 1, 0);
+        p.drain();
+        assert_eq!(
+            p.stats.resync_forgotten_objects, 1,
+            "the step ran: the object is gone"
+        );
+        assert_eq!(p.records.len(), 16, "blocks are not forgotten by a resync");
+        push(&p, EventKind::BlockUnmap, arena, 0, 0);
+        p.drain();
+        assert!(p.records.is_empty() && p.blocks.is_empty());
     }
 
     #[test]

@@ -36,7 +36,10 @@ pub fn status_json(d: &Daemon) -> Value {
                 "uid": p.uid,
                 "priority": p.priority,
                 "fast_capacity_bytes": p.fast_capacity_bytes,
-                "objects": p.objects.len(),
+                "objects": p.objects.len() - p.blocks.len(),
+                // Small-object memory (the allocator's arenas), tracked as blocks of no site.
+                "small_object_blocks": p.blocks.len(),
+                "small_object_block_bytes": p.blocks.values().sum::<u64>(),
                 "records": p.records.len(),
                 "pending_objects": p.pending.len(),
                 "tracked_bytes": p.tracked_bytes(),

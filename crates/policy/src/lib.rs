@@ -119,8 +119,15 @@ impl Candidate {
         self.recent_accesses > 0.0
     }
 
+    /// Accesses per resident byte: untouched pages are neither accessed nor cost memory, so a
+    /// sparse record (a small-object arena, a huge array touched at one end) is judged by what
+    /// it holds. A record with nothing resident falls back to its length.
     fn accesses_per_byte(&self) -> f64 {
-        self.ema_accesses / self.len_bytes.max(1) as f64
+        let bytes = match self.resident_bytes() {
+            0 => self.len_bytes,
+            resident => resident,
+        };
+        self.ema_accesses / bytes.max(1) as f64
     }
 
     /// Where the program's advice puts this record in the walk, within its process priority.
@@ -614,6 +621,18 @@ mod tests {
         let parts: Vec<_> = split_ranges(0, 96 * MIB, 64 * MIB).collect();
         assert_eq!(parts, vec![(0, 64 * MIB), (64 * MIB, 32 * MIB)]);
         assert_eq!(split_ranges(4096, 4096, 64 * MIB).count(), 1);
+    }
+
+    /// APB divides by resident bytes: a 64 MiB arena record holding 1 MiB ranks above a fully
+    /// resident 8 MiB object with the same accesses.
+    #[test]
+    fn apb_judges_sparse_records_by_what_they_hold() {
+        let c = vec![
+            cand(0, 8 * MIB, 10.0, [0, 8 * MIB]),
+            cand(1, 64 * MIB, 10.0, [0, MIB]),
+            cand(2, 64 * MIB, 10.0, [0, 0]), // nothing resident: by its length
+        ];
+        assert_eq!(prioritize(&c, Prioritization::Apb), vec![1, 0, 2]);
     }
 
     #[test]

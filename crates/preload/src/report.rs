@@ -18,7 +18,9 @@
 
 use crate::{large, log, options, site};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
-use objtier_wire::{event_flags, shared_bytes, Control, Event, EventKind, Hello, RingHeader};
+use objtier_wire::{
+    event_flags, shared_bytes, Control, Event, EventKind, Hello, RingHeader, PAGE_SIZE,
+};
 
 static RING: AtomicPtr<RingHeader> = AtomicPtr::new(core::ptr::null_mut());
 static SOCKET_FD: AtomicI32 = AtomicI32::new(-1);
@@ -128,8 +130,11 @@ pub fn tick(now: u64) {
         if daemon_gone() {
             detach("the daemon closed the connection");
             NEXT_CHECK_NS.store(0, Ordering::Relaxed);
-        } else if resync_if_asked(ring) {
-            NEXT_CHECK_NS.store(now + RESYNC_TICK_NS, Ordering::Relaxed);
+        } else {
+            report_new_arenas(ring);
+            if resync_if_asked(ring) {
+                NEXT_CHECK_NS.store(now + RESYNC_TICK_NS, Ordering::Relaxed);
+            }
         }
     } else if options::get().attach {
         match attach() {
@@ -150,6 +155,46 @@ pub fn tick(now: u64) {
         NEXT_CHECK_NS.store(u64::MAX, Ordering::Relaxed);
     }
     CHECKING.store(false, Ordering::Release);
+}
+
+/// mimalloc arenas (ids 1, 2, ...) announced to the daemon on the current connection.
+static ARENAS_REPORTED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" {
+    /// mimalloc: the start and size of arena `arena_id` (1-based), or NULL past the last one.
+    /// Only atomic loads: safe from any context.
+    fn mi_arena_area(arena_id: i32, size: *mut usize) -> *mut libc::c_void;
+}
+
+/// Announces the mimalloc arenas reserved since the last call as small-object blocks, so the
+/// daemon can tier small objects' memory too. mimalloc takes all its memory from arenas it
+/// reserves a large span (64 MiB, growing) at a time, so there are few, and they are never
+/// returned.
+/// Announces only while the ring is at most half full (else at the next check): a push that
+/// fails counts as a dropped event, which would make the daemon ask for a resync, and spoil
+/// one under way.
+fn report_new_arenas(ring: &RingHeader) {
+    let mut reported = ARENAS_REPORTED.load(Ordering::Relaxed);
+    let now = now_ns();
+    while ring.backlog() <= ring.capacity as u64 / 2 {
+        let mut size = 0usize;
+        // SAFETY: mi_arena_area reads mimalloc's arena table with atomic loads.
+        let start = unsafe { mi_arena_area(reported + 1, &mut size) } as u64;
+        let page = PAGE_SIZE as u64;
+        if start == 0 || size == 0 {
+            break;
+        }
+        // Only whole pages can be tiered.
+        let (lo, hi) = (
+            start.next_multiple_of(page),
+            (start + size as u64) / page * page,
+        );
+        if hi > lo && !ring.push(&event(EventKind::BlockMap, 0, lo, hi - lo, now, 0)) {
+            break;
+        }
+        reported += 1;
+    }
+    ARENAS_REPORTED.store(reported, Ordering::Relaxed);
 }
 
 /// The resync request being served and where its walk stands (only touched by the thread
@@ -349,6 +394,10 @@ fn attach() -> Result<(), &'static str> {
             },
         );
     }
+    ARENAS_REPORTED.store(0, Ordering::Relaxed);
+    if let Some(ring) = ring() {
+        report_new_arenas(ring);
+    }
     log!("attached to the daemon");
     Ok(())
 }
@@ -506,4 +555,5 @@ pub fn after_fork_child() {
     NEXT_CHECK_NS.store(0, Ordering::Relaxed);
     FAILURES.store(0, Ordering::Relaxed);
     CHECKING.store(false, Ordering::Relaxed);
+    ARENAS_REPORTED.store(0, Ordering::Relaxed);
 }
