@@ -209,6 +209,13 @@ struct State {
 // SAFETY: the raw tag pointers are only dereferenced under the state lock.
 unsafe impl Send for State {}
 
+/// Whether some thread is inside the large-object allocator. Code that mimalloc may call back
+/// (its heartbeat) must not take the allocator lock when this is true: the caller may be the
+/// thread that holds it, allocating metadata.
+pub fn busy() -> bool {
+    STATE.is_locked()
+}
+
 static STATE: FutexMutex<State> = FutexMutex::new(State {
     chunks: Vec::new(),
     free: BTreeSet::new(),

@@ -31,6 +31,12 @@ impl<T> FutexMutex<T> {
         }
     }
 
+    /// Whether some thread holds the lock now. Only as a hint, with one sure use: a thread that
+    /// sees it free does not hold it itself, so it may take it without deadlocking.
+    pub fn is_locked(&self) -> bool {
+        self.state.load(Ordering::Relaxed) != UNLOCKED
+    }
+
     pub fn lock(&self) -> Guard<'_, T> {
         if self
             .state
