@@ -9,11 +9,13 @@
 //! a migration runs.
 //!
 //! Layout: [`config`] (what the user can set), [`process`] (per-process state fed by the ring),
-//! [`source`] (where access observations come from), [`tiering`] (the interval), [`status`]
-//! (what `objtier status` prints), and this file (sockets and the loop).
+//! [`source`] (where access observations come from), [`tiering`] (the interval), [`sitestore`]
+//! (placements saved per program for its next run), [`status`] (what `objtier status` prints),
+//! and this file (sockets and the loop).
 
 pub mod config;
 pub mod process;
+pub mod sitestore;
 pub mod source;
 pub mod status;
 pub mod tiering;
@@ -66,6 +68,8 @@ pub struct Daemon {
     pub started: Instant,
     pub totals: tiering::Totals,
     pub last_interval: Option<tiering::IntervalReport>,
+    /// Warm start's store; None when warm start is off (or has no directory).
+    pub site_store: Option<sitestore::SiteStore>,
     next_process_id: u64,
     euid: u32,
 }
@@ -103,6 +107,30 @@ fn bind(path: &Path) -> anyhow::Result<UnixListener> {
     Ok(listener)
 }
 
+/// The site store warm start uses. A directory given with `--site-store` is created now, and
+/// one that cannot be is an error; the default one is created by the first save (and a failure
+/// then is a warning).
+fn open_site_store(config: &DaemonConfig) -> anyhow::Result<Option<sitestore::SiteStore>> {
+    if !config.warm_start {
+        return Ok(None);
+    }
+    if let Some(dir) = &config.site_store {
+        return sitestore::SiteStore::create(dir.clone())
+            .map(Some)
+            .with_context(|| format!("cannot create the site store {}", dir.display()));
+    }
+    match config::default_site_store() {
+        Some(dir) => Ok(Some(sitestore::SiteStore::new(dir))),
+        None => {
+            tracing::warn!(
+                "warm start is off: no directory for the site store (no HOME); give one with \
+                 --site-store"
+            );
+            Ok(None)
+        }
+    }
+}
+
 /// Runs the daemon until SIGINT/SIGTERM (or, with `exit_when_idle`, until no process is left).
 pub fn run(config: DaemonConfig) -> anyhow::Result<()> {
     let mut topology =
@@ -118,6 +146,7 @@ pub fn run(config: DaemonConfig) -> anyhow::Result<()> {
     } else {
         Box::new(LinuxPageMover)
     };
+    let site_store = open_site_store(&config)?;
     let listener = bind(&config.socket_path)?;
     // SAFETY: installing a handler that only stores to an atomic.
     unsafe {
@@ -137,6 +166,7 @@ pub fn run(config: DaemonConfig) -> anyhow::Result<()> {
         tier_source = ?topology.tier_source,
         source = %source.describe(),
         interval_ms = config.interval.as_millis() as u64,
+        site_store = %site_store.as_ref().map_or("off".into(), |s| s.dir().display().to_string()),
         "objtier daemon ready"
     );
     let mut daemon = Daemon {
@@ -148,11 +178,17 @@ pub fn run(config: DaemonConfig) -> anyhow::Result<()> {
         started: Instant::now(),
         totals: tiering::Totals::default(),
         last_interval: None,
+        site_store,
         next_process_id: 1,
         // SAFETY: geteuid has no failure mode.
         euid: unsafe { libc::geteuid() },
     };
     let result = daemon.serve(&listener);
+    // What the attached processes learnt outlives the daemon.
+    let ids: Vec<u64> = daemon.processes.keys().copied().collect();
+    for id in ids {
+        daemon.save_sites(id);
+    }
     daemon.source.release();
     let _ = std::fs::remove_file(&daemon.config.socket_path);
     tracing::info!("objtier daemon stopped");
@@ -201,10 +237,7 @@ impl Daemon {
                 if revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR | libc::POLLNVAL) != 0
                     || (revents & libc::POLLIN != 0 && peer_closed(&self.processes[id].socket))
                 {
-                    if let Some(mut p) = self.processes.remove(id) {
-                        p.drain();
-                        tracing::info!(pid = p.pid, objects = p.objects.len(), "process detached");
-                    }
+                    self.detach(*id);
                 }
             }
             // Handshakes that spoke, or timed out.
@@ -382,9 +415,86 @@ impl Daemon {
                 proactive_streaks: HashMap::new(),
                 resync: Resync::Idle,
                 dropped_seen: 0,
+                warm: None,
             },
         );
+        self.warm_start_at_attach(id);
         Ok(())
+    }
+
+    /// Looks up the program of a newly attached process in the site store, and places the
+    /// remembered sites it can already (`Process::predict_sites`).
+    fn warm_start_at_attach(&mut self, id: u64) {
+        let Some(p) = self.processes.get(&id) else {
+            return;
+        };
+        if self.site_store.is_none() {
+            return;
+        }
+        let proc_root = Path::new("/proc");
+        let program = match sitestore::Program::of_process(proc_root, p.pid, p.uid) {
+            Ok(program) => program,
+            Err(e) => {
+                tracing::info!(pid = p.pid, "no warm start: cannot tell its program: {e}");
+                return;
+            }
+        };
+        let maps = objtier_sys::maps::Maps::read(proc_root, p.pid);
+        if let Err(e) = &maps {
+            tracing::debug!(pid = p.pid, "cannot read its memory map: {e}");
+        }
+        self.warm_start(id, program, maps.ok().as_ref());
+    }
+
+    /// Gives process `id` the store's knowledge of `program`, and places the remembered sites
+    /// whose modules `maps` shows.
+    pub fn warm_start(
+        &mut self,
+        id: u64,
+        program: sitestore::Program,
+        maps: Option<&objtier_sys::maps::Maps>,
+    ) {
+        let (Some(store), Some(p)) = (&self.site_store, self.processes.get_mut(&id)) else {
+            return;
+        };
+        let sites = store.load(&program);
+        let remembered = sites.len();
+        let file = store.file_of(&program);
+        let exe = program.exe.clone();
+        p.warm = Some(process::WarmStart::new(
+            program,
+            file,
+            sites,
+            self.topology.tiers.len(),
+        ));
+        let placed = maps.map_or(0, |maps| p.predict_sites(maps));
+        if remembered > 0 {
+            tracing::info!(
+                pid = p.pid,
+                exe,
+                remembered,
+                placed,
+                "warm start: sites remembered from an earlier run; placed now those whose modules are mapped"
+            );
+        }
+    }
+
+    /// Forgets a process that hung up, after draining what it left and saving what it learnt.
+    pub fn detach(&mut self, id: u64) {
+        if let Some(mut p) = self.processes.remove(&id) {
+            p.drain();
+            if let Some(store) = &self.site_store {
+                p.save_sites(store);
+            }
+            tracing::info!(pid = p.pid, objects = p.objects.len(), "process detached");
+        }
+    }
+
+    /// Saves what process `id` learnt, if anything changed since its last save.
+    pub fn save_sites(&mut self, id: u64) {
+        if let (Some(store), Some(p)) = (&self.site_store, self.processes.get_mut(&id)) {
+            p.save_sites(store);
+        }
     }
 
     fn control(&mut self, stream: UnixStream) -> anyhow::Result<()> {

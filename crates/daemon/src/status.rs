@@ -48,6 +48,14 @@ pub fn status_json(d: &Daemon) -> Value {
                 "stats": p.stats,
                 "sites": sites_json(p),
                 "advised_ranges": p.advice.len(),
+                // The program's store file, how many sites it remembered, and how many were
+                // placed at attach (the others when the library describes them).
+                "warm_start": p.warm.as_ref().map(|w| json!({
+                    "exe": w.program.exe,
+                    "store_file": w.file,
+                    "remembered_sites": w.remembered.len(),
+                    "placed_at_attach": w.predicted.len(),
+                })),
                 "resync": match &p.resync {
                     crate::process::Resync::Idle => json!("idle"),
                     crate::process::Resync::Requested { request, .. } => json!({"requested": request}),
@@ -73,6 +81,8 @@ pub fn status_json(d: &Daemon) -> Value {
             "source_detail": d.source.describe(),
             "dry_run": d.config.dry_run,
             "proactive": d.config.proactive,
+            "warm_start": d.site_store.is_some(),
+            "site_store": d.site_store.as_ref().map(|s| s.dir()),
             "rate_limit_bytes_per_second": d.config.rate_limit_bytes_per_second,
             "tier_source": format!("{:?}", d.topology.tier_source),
             "totals": d.totals,
@@ -110,13 +120,12 @@ fn sites_json(p: &crate::process::Process) -> Vec<Value> {
                 "objects": objects,
                 "bytes": bytes,
                 "start_tier": p.placements.get(&site).map(|&(tier, _)| tier),
-                "placed_by": p.placements.get(&site).map(|&(_, by)| match by {
-                    crate::process::PlacedBy::Hand => "objtier place",
-                    crate::process::PlacedBy::Proactive => "proactive",
-                }),
+                "placed_by": p.placements.get(&site).map(|&(_, by)| by.describe()),
+                // A site placed by warm start before the library described it shows the
+                // remembered call path.
                 "frames": frames.and_then(|f| f.names.clone()).or_else(|| {
                     frames.map(|f| f.ips.iter().map(|ip| format!("?+{ip:#x}")).collect())
-                }),
+                }).or_else(|| p.warm.as_ref().and_then(|w| w.predicted.get(&site).cloned())),
             })
         })
         .collect()
