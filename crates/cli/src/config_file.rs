@@ -4,6 +4,25 @@
 //! `proactive = false`); an option given on the command line wins over the file, and the file
 //! wins over the built-in default. Unknown keys are errors that name the key and the file, so a
 //! typo never silently leaves a default in place.
+//!
+//! | key | value | command-line option |
+//! |---|---|---|
+//! | `socket` | path | `--socket` |
+//! | `interval` | duration (`"2s"`, `"500ms"`) | `--interval` |
+//! | `alpha` | number in (0, 1] | `--alpha` |
+//! | `fill` | number in (0, 1] | `--fill` |
+//! | `split` | size (bytes, or `"64M"`) | `--split` |
+//! | `prioritization` | `"apb"`, `"lru"` or `"fifo"` | `--prioritization` |
+//! | `source` | `"auto"`, `"damon"` or `"none"` | `--source` |
+//! | `tiers` | `"0;1"` | `--tiers` |
+//! | `fast-capacity` | size | `--fast-capacity` |
+//! | `fast-reserve` | size | `--fast-reserve` |
+//! | `proactive` | boolean | `--proactive on\|off` |
+//! | `warm-start` | boolean | `--warm-start on\|off` |
+//! | `site-store` | path of a directory | `--site-store` |
+//! | `rate-limit` | size (bytes per second) | `--rate-limit` |
+//! | `damon-sample` | duration | `--damon-sample` |
+//! | `damon-aggregate` | duration | `--damon-aggregate` |
 
 use anyhow::Context;
 use serde::Deserialize;
@@ -40,6 +59,8 @@ pub struct DaemonFile {
     pub fast_capacity: Option<SizeValue>,
     pub fast_reserve: Option<SizeValue>,
     pub proactive: Option<bool>,
+    pub warm_start: Option<bool>,
+    pub site_store: Option<PathBuf>,
     pub rate_limit: Option<SizeValue>,
     pub damon_sample: Option<String>,
     pub damon_aggregate: Option<String>,
@@ -57,7 +78,7 @@ impl DaemonFile {
             anyhow::anyhow!(
                 "{}; the keys are the daemon's long options: socket, interval, alpha, fill, \
                  split, prioritization, source, tiers, fast-capacity, fast-reserve, proactive, \
-                 rate-limit, damon-sample, damon-aggregate",
+                 warm-start, site-store, rate-limit, damon-sample, damon-aggregate",
                 e.to_string().trim_end()
             )
         })
@@ -77,6 +98,8 @@ mod tests {
             split = "32M"
             fast-capacity = 1073741824
             proactive = false
+            warm-start = false
+            site-store = "/srv/objtier/sites"
             rate-limit = "512M"
             tiers = "0;1"
             "#,
@@ -87,6 +110,11 @@ mod tests {
         assert_eq!(file.split.unwrap().bytes("split").unwrap(), 32 << 20);
         assert_eq!(file.fast_capacity.unwrap().bytes("x").unwrap(), 1 << 30);
         assert_eq!(file.proactive, Some(false));
+        assert_eq!(file.warm_start, Some(false));
+        assert_eq!(
+            file.site_store.as_deref(),
+            Some(Path::new("/srv/objtier/sites"))
+        );
         assert_eq!(file.rate_limit.unwrap().bytes("x").unwrap(), 512 << 20);
         let err = DaemonFile::parse("fast_capacity = \"1G\"").unwrap_err();
         assert!(format!("{err:#}").contains("fast_capacity"), "{err:#}");

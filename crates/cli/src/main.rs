@@ -136,6 +136,15 @@ struct DaemonArgs {
     /// fastest tier starts its new objects where they were planned) or off [default: on].
     #[arg(long, value_parser = ["on", "off"])]
     proactive: Option<String>,
+    /// Warm start: save the site placements each program learnt, keyed by its executable and
+    /// its call paths as module+offset, and apply them from the start of its next run: on or off
+    /// [default: on].
+    #[arg(long, value_parser = ["on", "off"])]
+    warm_start: Option<String>,
+    /// Directory of the warm-start site store [default: /var/lib/objtier/sites for root, else
+    /// $XDG_STATE_HOME/objtier/sites or ~/.local/state/objtier/sites].
+    #[arg(long, value_name = "DIR")]
+    site_store: Option<PathBuf>,
     /// Most bytes migrated per second, e.g. 512M (default: no limit; a step still migrates for
     /// at most two intervals).
     #[arg(long, value_parser = parse_size)]
@@ -334,6 +343,15 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     {
         config.proactive = v;
     }
+    if let Some(v) = args
+        .warm_start
+        .as_deref()
+        .map(|v| v == "on")
+        .or(file.warm_start)
+    {
+        config.warm_start = v;
+    }
+    config.site_store = args.site_store.or(file.site_store);
     let damon_sample = text("damon-sample", &file.damon_sample, parse_duration)?;
     if let Some(v) = args.damon_sample.or(damon_sample) {
         config.damon.sample_us = v.as_micros() as u64;
@@ -613,9 +631,12 @@ fn print_status(reply: &serde_json::Value) {
             let innermost = site["frames"][0]
                 .as_str()
                 .unwrap_or("(frames not yet known)");
-            let tier = site["start_tier"]
-                .as_u64()
-                .map_or(String::new(), |t| format!(", starts in tier {t}"));
+            let tier = site["start_tier"].as_u64().map_or(String::new(), |t| {
+                format!(
+                    ", starts in tier {t} ({})",
+                    site["placed_by"].as_str().unwrap_or("?")
+                )
+            });
             println!(
                 "    site {}: {} objects, {}{tier}; at {innermost}",
                 site["site"].as_str().unwrap_or("?"),
@@ -660,7 +681,8 @@ mod tests {
         std::fs::write(
             &file,
             "fill = 0.8\ninterval = \"1s\"\nprioritization = \"lru\"\nsource = \"none\"\n\
-             rate-limit = \"256M\"\nproactive = false\n",
+             rate-limit = \"256M\"\nproactive = false\nwarm-start = false\n\
+             site-store = \"/srv/sites\"\n",
         )
         .unwrap();
         let path = file.to_str().unwrap();
@@ -671,11 +693,31 @@ mod tests {
         assert_eq!(c.source, SourceChoice::None);
         assert_eq!(c.rate_limit_bytes_per_second, Some(256 << 20));
         assert!(!c.proactive);
+        assert!(!c.warm_start);
+        assert_eq!(c.site_store.as_deref(), Some(Path::new("/srv/sites")));
+        let c = config_from(&[
+            "objtier",
+            "daemon",
+            "--config",
+            path,
+            "--warm-start",
+            "on",
+            "--site-store",
+            "/elsewhere",
+        ])
+        .unwrap();
+        assert!(c.warm_start);
+        assert_eq!(c.site_store.as_deref(), Some(Path::new("/elsewhere")));
         assert_eq!(c.alpha, objtier_policy::DEFAULT_ALPHA, "then the default");
         assert_eq!(c.split_bytes, 64 << 20);
         let defaults = config_from(&["objtier", "daemon"]).unwrap();
         assert_eq!(defaults.interval, Duration::from_secs(2));
         assert!(defaults.proactive);
+        assert!(defaults.warm_start);
+        assert_eq!(
+            defaults.site_store, None,
+            "the default directory is chosen at start-up"
+        );
         std::fs::write(&file, "prioritization = \"random\"\n").unwrap();
         let err = config_from(&["objtier", "daemon", "--config", path]).unwrap_err();
         assert!(
