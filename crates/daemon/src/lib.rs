@@ -364,7 +364,9 @@ impl Daemon {
         let fd = fd.ok_or_else(|| anyhow::anyhow!("pid {} sent no ring", cred.pid))?;
         let ring = RingMapping::map(&fd, hello.shared_bytes)
             .with_context(|| format!("pid {}: bad ring", cred.pid))?;
-        // Tell the library where each tier's memory is, for placing new objects.
+        // Where each tier's memory is, for the library to place new objects: told after the
+        // sites remembered for the program are placed (below), so a library that knows the
+        // tiers knows those placements too.
         let tier_masks: Vec<u64> = self
             .topology
             .tiers
@@ -376,7 +378,6 @@ impl Daemon {
                     .fold(0, |m, &n| m | 1 << n)
             })
             .collect();
-        ring.control().set_tiers(&tier_masks);
         ring.header()
             .consumer_generation
             .fetch_add(1, Ordering::Relaxed);
@@ -419,6 +420,7 @@ impl Daemon {
             },
         );
         self.warm_start_at_attach(id);
+        self.processes[&id].ring.control().set_tiers(&tier_masks);
         Ok(())
     }
 
