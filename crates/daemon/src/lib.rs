@@ -441,20 +441,20 @@ impl Daemon {
                 return;
             }
         };
-        let maps = objtier_sys::maps::Maps::read(proc_root, p.pid);
-        if let Err(e) = &maps {
-            tracing::debug!(pid = p.pid, "cannot read its memory map: {e}");
-        }
-        self.warm_start(id, program, maps.ok().as_ref());
+        self.warm_start(id, program, |pid| {
+            objtier_sys::maps::Maps::read(proc_root, pid)
+                .map_err(|e| tracing::debug!(pid, "cannot read its memory map: {e}"))
+                .ok()
+        });
     }
 
     /// Gives process `id` the store's knowledge of `program`, and places the remembered sites
-    /// whose modules `maps` shows.
+    /// whose modules its memory map (read only if something is remembered) shows.
     pub fn warm_start(
         &mut self,
         id: u64,
         program: sitestore::Program,
-        maps: Option<&objtier_sys::maps::Maps>,
+        read_maps: impl FnOnce(u32) -> Option<objtier_sys::maps::Maps>,
     ) {
         let (Some(store), Some(p)) = (&self.site_store, self.processes.get_mut(&id)) else {
             return;
@@ -469,7 +469,11 @@ impl Daemon {
             sites,
             self.topology.tiers.len(),
         ));
-        let placed = maps.map_or(0, |maps| p.predict_sites(maps));
+        let placed = if remembered > 0 {
+            read_maps(p.pid).map_or(0, |maps| p.predict_sites(&maps))
+        } else {
+            0
+        };
         if remembered > 0 {
             tracing::info!(
                 pid = p.pid,

@@ -832,7 +832,7 @@ mod tests {
             let mut daemon = daemon_with(two_tiers(10 * MIB, 10 * MIB), p, &fake, &sys);
             daemon.site_store = Some(SiteStore::new(store_dir.clone()));
             let at_attach = maps(app, mapped_at_attach.then_some(libc));
-            daemon.warm_start(1, program.clone(), Some(&at_attach));
+            daemon.warm_start(1, program.clone(), |_| Some(at_attach));
             (daemon, peer)
         };
 
