@@ -119,7 +119,8 @@ struct DaemonArgs {
     /// [default: apb].
     #[arg(long)]
     prioritization: Option<Prioritization>,
-    /// Access source: auto (best available), damon, or none [default: auto].
+    /// Access source: auto (best available: damon, else proc), damon, proc (page references
+    /// through /proc: coarse, for kernels without DAMON), or none [default: auto].
     #[arg(long)]
     source: Option<SourceChoice>,
     /// Explicit tiers, fastest first: node lists separated by ';' (e.g. "0;1" or "1;0;2").
@@ -314,7 +315,7 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     }
     let source = |t: &str| {
         t.parse()
-            .map_err(|_| format!("{t:?} is not auto, damon or none"))
+            .map_err(|_| format!("{t:?} is not auto, damon, proc or none"))
     };
     if let Some(v) = args.source.or(text("source", &file.source, source)?) {
         config.source = v;

@@ -14,6 +14,9 @@ pub enum SourceChoice {
     Auto,
     /// DAMON virtual-address monitoring; an error if unavailable.
     Damon,
+    /// Page references through /proc (clear_refs, smaps, pagemap; idle page tracking where
+    /// the kernel has it): coarse, for kernels without DAMON.
+    Proc,
     /// No sampling (capacity caps are still enforced).
     None,
 }
@@ -24,9 +27,10 @@ impl std::str::FromStr for SourceChoice {
         match s {
             "auto" => Ok(Self::Auto),
             "damon" => Ok(Self::Damon),
+            "proc" => Ok(Self::Proc),
             "none" => Ok(Self::None),
             _ => Err(format!(
-                "unknown access source {s:?}: use auto, damon or none"
+                "unknown access source {s:?}: use auto, damon, proc or none"
             )),
         }
     }

@@ -7,10 +7,12 @@
 //! sorted range index per process, `Process::attribute`); what falls outside every record is
 //! counted as unattributed, and the attributed share is reported per interval.
 //!
-//! Sources: [`damon`] (DAMON virtual-address monitoring: page access bits sampled by the kernel)
-//! and none. [`AccessSource`] wraps the chosen one and measures what it costs.
+//! Sources: [`damon`] (DAMON virtual-address monitoring: page access bits sampled by the kernel),
+//! [`proc`] (page references through `/proc`, for kernels without DAMON: coarse) and none.
+//! [`AccessSource`] wraps the chosen one and measures what it costs.
 
 pub mod damon;
+pub mod proc;
 
 use crate::config::{DaemonConfig, SourceChoice};
 use serde::Serialize;
@@ -142,16 +144,33 @@ impl AccessSource {
             SourceChoice::Damon => damon::open(config)
                 .map(|s| AccessSource::new(Box::new(s)))
                 .map_err(|e| anyhow::anyhow!("--source damon: {e}")),
-            SourceChoice::Auto => match damon::open(config) {
-                Ok(s) => Ok(AccessSource::new(Box::new(s))),
-                Err(e) => {
-                    tracing::warn!(
-                        "no access source: {e}. Objects are tracked and capacity caps \
-                         enforced, but nothing is promoted"
-                    );
-                    Ok(AccessSource::none(e.to_string()))
+            SourceChoice::Proc => proc::open(config)
+                .map(|s| AccessSource::new(Box::new(s)))
+                .map_err(|e| anyhow::anyhow!("--source proc: {e}")),
+            SourceChoice::Auto => {
+                // Best first; each one not taken says why.
+                let mut not_taken = Vec::new();
+                match damon::open(config) {
+                    Ok(s) => return Ok(AccessSource::new(Box::new(s))),
+                    Err(e) => not_taken.push(format!("damon: {e}")),
                 }
-            },
+                match proc::open(config) {
+                    Ok(s) => {
+                        tracing::warn!(
+                            "access source proc (coarse) because {}",
+                            not_taken.join("; ")
+                        );
+                        return Ok(AccessSource::new(Box::new(s)));
+                    }
+                    Err(e) => not_taken.push(format!("proc: {e}")),
+                }
+                let why = not_taken.join("; ");
+                tracing::warn!(
+                    "no access source: {why}. Objects are tracked and capacity caps \
+                     enforced, but nothing is promoted"
+                );
+                Ok(AccessSource::none(why))
+            }
         }
     }
 
