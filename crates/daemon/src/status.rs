@@ -47,6 +47,7 @@ pub fn status_json(d: &Daemon) -> Value {
                 "events_dropped": header.dropped.load(std::sync::atomic::Ordering::Relaxed),
                 "stats": p.stats,
                 "sites": sites_json(p),
+                "hottest_records": hottest_records(p, HOTTEST_RECORDS),
                 "advised_ranges": p.advice.len(),
                 "resync": match &p.resync {
                     crate::process::Resync::Idle => json!("idle"),
@@ -83,6 +84,34 @@ pub fn status_json(d: &Daemon) -> Value {
         "tiers": tiers,
         "processes": processes,
     })
+}
+
+/// Most records listed per process in `hottest_records`.
+pub const HOTTEST_RECORDS: usize = 8;
+
+/// The `n` records of a process with the highest EMA of sampled accesses, hottest first (ties by
+/// address): where the access source's observations landed. Addresses are numbers.
+pub fn hottest_records(p: &crate::process::Process, n: usize) -> Vec<Value> {
+    let mut records: Vec<(&u64, &crate::process::Record)> = p.records.iter().collect();
+    records.sort_by(|a, b| {
+        b.1.ema_accesses
+            .total_cmp(&a.1.ema_accesses)
+            .then(a.0.cmp(b.0))
+    });
+    records
+        .into_iter()
+        .take(n)
+        .map(|(start, r)| {
+            json!({
+                "start": start,
+                "len": r.len,
+                "object_start": r.object_start,
+                "ema_accesses": r.ema_accesses,
+                "recent_accesses": r.recent_accesses,
+                "site": format!("{:#018x}", r.site),
+            })
+        })
+        .collect()
 }
 
 /// Most sites listed per process.
@@ -122,4 +151,40 @@ fn sites_json(p: &crate::process::Process) -> Vec<Value> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::tests::{process, push};
+    use objtier_wire::{event_flags, EventKind};
+
+    #[test]
+    fn hottest_records_come_hottest_first() {
+        let (mut p, _peer) = process();
+        for i in 0..4u64 {
+            push(
+                &p,
+                EventKind::Alloc,
+                0x10_0000 + i * 0x10_0000,
+                0x10_0000,
+                event_flags::SNAPSHOT,
+            );
+        }
+        p.drain();
+        for (i, ema) in [(1u64, 5.0), (3, 9.0)] {
+            p.records
+                .get_mut(&(0x10_0000 + i * 0x10_0000))
+                .unwrap()
+                .ema_accesses = ema;
+        }
+        let hottest = hottest_records(&p, 3);
+        let starts: Vec<u64> = hottest
+            .iter()
+            .map(|r| r["start"].as_u64().unwrap())
+            .collect();
+        assert_eq!(starts, [0x40_0000, 0x20_0000, 0x10_0000]);
+        assert_eq!(hottest[0]["ema_accesses"], 9.0);
+        assert_eq!(hottest[0]["len"], 0x10_0000);
+    }
 }
