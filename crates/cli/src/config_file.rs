@@ -77,6 +77,8 @@ pub struct DaemonFile {
     pub fast_reserve: Option<SizeValue>,
     pub proactive: Option<SwitchOrText>,
     pub rate_limit: Option<SizeValue>,
+    pub event: Option<String>,
+    pub sample_period: Option<u64>,
     pub damon_sample: Option<String>,
     pub damon_aggregate: Option<String>,
 }
@@ -93,7 +95,7 @@ impl DaemonFile {
             anyhow::anyhow!(
                 "{}; the keys are the daemon's long options: socket, interval, alpha, fill, \
                  split, prioritization, trigger, source, tiers, fast-capacity, fast-reserve, \
-                 proactive, rate-limit, damon-sample, damon-aggregate",
+                 proactive, rate-limit, event, sample-period, damon-sample, damon-aggregate",
                 e.to_string().trim_end()
             )
         })

@@ -119,8 +119,9 @@ struct DaemonArgs {
     /// [default: apb].
     #[arg(long)]
     prioritization: Option<Prioritization>,
-    /// Access source: auto (best available: damon, else proc), damon, proc (page references
-    /// through /proc: coarse, for kernels without DAMON), or none [default: auto].
+    /// Access source: auto (the best available: perf with a hardware PMU, else damon, else
+    /// proc), perf, damon, proc (page references through /proc: coarse, for kernels without
+    /// DAMON), or none [default: auto].
     #[arg(long)]
     source: Option<SourceChoice>,
     /// Explicit tiers, fastest first: node lists separated by ';' (e.g. "0;1" or "1;0;2").
@@ -134,15 +135,15 @@ struct DaemonArgs {
     #[arg(long, value_parser = parse_size)]
     fast_reserve: Option<u64>,
     /// When to migrate; repeat or separate with commas to combine (any one fires):
-    /// time[:N] every N intervals, alloc[:SIZE] after SIZE allocated (default 1G),
-    /// pressure[:SHARE] when the fastest tier's free memory falls below SHARE (default 5%),
-    /// llc-mpi[:T] when LLC misses per instruction change by T times their recent average
-    /// (default 2; needs a hardware PMU) [default: time:1].
+    /// time:N every N intervals, alloc:SIZE after SIZE allocated (1G if no SIZE),
+    /// pressure:SHARE when the fastest tier's free memory falls below SHARE (5% if none),
+    /// llc-mpi:T when LLC misses per instruction change by T times their recent average
+    /// (2 if none; needs a hardware PMU) [default: time:1].
     #[arg(long, value_delimiter = ',')]
     trigger: Vec<TriggerSpec>,
     /// Proactive placement by allocation site: conservative (a site none of whose objects are
     /// kept in the fastest tier starts its new objects where they were planned; "on" is the
-    /// same), threshold[:SHARE] (where at least SHARE of its bytes are planned, default 0.8),
+    /// same), threshold:SHARE (where at least SHARE of its bytes are planned; 0.8 if no SHARE),
     /// or off [default: conservative].
     #[arg(long)]
     proactive: Option<SitePlacement>,
@@ -150,6 +151,14 @@ struct DaemonArgs {
     /// at most two intervals).
     #[arg(long, value_parser = parse_size)]
     rate_limit: Option<u64>,
+    /// With --source perf: the event to sample: page-faults (software, works without a
+    /// PMU), mem-loads, mem-stores, ibs-op, or PMU/TERMS/ (e.g. cpu/event=0xd1,umask=0x20/)
+    /// [default: the best hardware event found].
+    #[arg(long)]
+    event: Option<String>,
+    /// With --source perf: one sample every N events [default: 4096; 1 for page-faults].
+    #[arg(long)]
+    sample_period: Option<u64>,
     /// DAMON sampling interval [default: 5ms].
     #[arg(long, value_parser = parse_duration)]
     damon_sample: Option<Duration>,
@@ -315,7 +324,7 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     }
     let source = |t: &str| {
         t.parse()
-            .map_err(|_| format!("{t:?} is not auto, damon, proc or none"))
+            .map_err(|_| format!("{t:?} is not auto, perf, damon, proc or none"))
     };
     if let Some(v) = args.source.or(text("source", &file.source, source)?) {
         config.source = v;
@@ -347,6 +356,8 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     } else if let Some(v) = triggers.filter(|t| !t.is_empty()) {
         config.triggers = v;
     }
+    config.perf_event = args.event.or(file.event);
+    config.perf_period = args.sample_period.or(file.sample_period).filter(|&p| p > 0);
     let damon_sample = text("damon-sample", &file.damon_sample, parse_duration)?;
     if let Some(v) = args.damon_sample.or(damon_sample) {
         config.damon.sample_us = v.as_micros() as u64;

@@ -14,6 +14,8 @@ pub enum SourceChoice {
     Auto,
     /// DAMON virtual-address monitoring; an error if unavailable.
     Damon,
+    /// perf address sampling (PEBS, IBS, or `--event`); an error if unavailable.
+    Perf,
     /// Page references through /proc (clear_refs, smaps, pagemap; idle page tracking where
     /// the kernel has it): coarse, for kernels without DAMON.
     Proc,
@@ -27,10 +29,11 @@ impl std::str::FromStr for SourceChoice {
         match s {
             "auto" => Ok(Self::Auto),
             "damon" => Ok(Self::Damon),
+            "perf" => Ok(Self::Perf),
             "proc" => Ok(Self::Proc),
             "none" => Ok(Self::None),
             _ => Err(format!(
-                "unknown access source {s:?}: use auto, damon, proc or none"
+                "unknown access source {s:?}: use auto, perf, damon, proc or none"
             )),
         }
     }
@@ -52,6 +55,11 @@ pub struct DaemonConfig {
     pub triggers: Vec<TriggerSpec>,
     pub source: SourceChoice,
     pub damon: DamonAttrs,
+    /// The perf event to sample (`--event`); None: the best hardware one found.
+    pub perf_event: Option<String>,
+    /// Sample period of the perf event (`--sample-period`); None: the event's default (4096;
+    /// every fault for `page-faults`).
+    pub perf_period: Option<u64>,
     /// Explicit tiers (node lists, fastest first) instead of the kernel's ranking.
     pub tiers: Option<Vec<Vec<u32>>>,
     /// Cap on the bytes objtier places in the fastest tier, across all processes.
@@ -92,6 +100,8 @@ impl DaemonConfig {
             triggers: vec![TriggerSpec::Time(1)],
             source: SourceChoice::Auto,
             damon: DamonAttrs::default(),
+            perf_event: None,
+            perf_period: None,
             tiers: None,
             fast_capacity_bytes: None,
             fast_reserve_bytes: None,

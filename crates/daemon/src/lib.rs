@@ -186,7 +186,9 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
 
 impl Daemon {
     /// A daemon with no process attached yet. `run` builds one from the machine; tests and
-    /// benches build one from a synthetic topology and a recording page mover.
+    /// benches build one from a synthetic topology and a recording page mover, insert
+    /// `Process::synthetic` processes into `processes`, and call [`Daemon::interval`]
+    /// themselves.
     pub fn new(
         config: DaemonConfig,
         topology: Topology,
@@ -296,6 +298,7 @@ impl Daemon {
             for p in self.processes.values_mut() {
                 p.drain();
             }
+            self.source.poll();
             if Instant::now() >= next_interval {
                 self.interval();
                 next_interval += self.config.interval;

@@ -47,7 +47,7 @@ pub fn status_json(d: &Daemon) -> Value {
                 "events_dropped": header.dropped.load(std::sync::atomic::Ordering::Relaxed),
                 "stats": p.stats,
                 "sites": sites_json(p),
-                "hottest_records": hottest_records(p, HOTTEST_RECORDS),
+                "hottest_records": hottest_records_json(p),
                 "advised_ranges": p.advice.len(),
                 "resync": match &p.resync {
                     crate::process::Resync::Idle => json!("idle"),
@@ -86,29 +86,26 @@ pub fn status_json(d: &Daemon) -> Value {
     })
 }
 
-/// Most records listed per process in `hottest_records`.
-pub const HOTTEST_RECORDS: usize = 8;
+/// Most records listed per process.
+const STATUS_RECORDS: usize = 8;
 
-/// The `n` records of a process with the highest EMA of sampled accesses, hottest first (ties by
-/// address): where the access source's observations landed. Addresses are numbers.
-pub fn hottest_records(p: &crate::process::Process, n: usize) -> Vec<Value> {
+/// The records with the highest access estimate (EMA), hottest first: where the access source's
+/// observations landed.
+fn hottest_records_json(p: &crate::process::Process) -> Vec<Value> {
     let mut records: Vec<(&u64, &crate::process::Record)> = p.records.iter().collect();
-    records.sort_by(|a, b| {
-        b.1.ema_accesses
-            .total_cmp(&a.1.ema_accesses)
-            .then(a.0.cmp(b.0))
-    });
+    records.sort_by(|a, b| b.1.ema_accesses.total_cmp(&a.1.ema_accesses));
     records
         .into_iter()
-        .take(n)
+        .take(STATUS_RECORDS)
+        .filter(|(_, r)| r.ema_accesses > 0.0)
         .map(|(start, r)| {
             json!({
-                "start": start,
+                "start": format!("{start:#x}"),
                 "len": r.len,
-                "object_start": r.object_start,
+                "object_start": format!("{:#x}", p.object_start_of(*start)),
+                "site": format!("{:#018x}", r.site),
                 "ema_accesses": r.ema_accesses,
                 "recent_accesses": r.recent_accesses,
-                "site": format!("{:#018x}", r.site),
             })
         })
         .collect()
@@ -160,7 +157,7 @@ mod tests {
     use objtier_wire::{event_flags, EventKind};
 
     #[test]
-    fn hottest_records_come_hottest_first() {
+    fn hottest_records_come_hottest_first_and_unsampled_ones_not_at_all() {
         let (mut p, _peer) = process();
         for i in 0..4u64 {
             push(
@@ -178,12 +175,12 @@ mod tests {
                 .unwrap()
                 .ema_accesses = ema;
         }
-        let hottest = hottest_records(&p, 3);
-        let starts: Vec<u64> = hottest
+        let hottest = hottest_records_json(&p);
+        let starts: Vec<&str> = hottest
             .iter()
-            .map(|r| r["start"].as_u64().unwrap())
+            .map(|r| r["start"].as_str().unwrap())
             .collect();
-        assert_eq!(starts, [0x40_0000, 0x20_0000, 0x10_0000]);
+        assert_eq!(starts, ["0x400000", "0x200000"]);
         assert_eq!(hottest[0]["ema_accesses"], 9.0);
         assert_eq!(hottest[0]["len"], 0x10_0000);
     }

@@ -19,9 +19,10 @@ use crate::source::Target;
 use crate::{monotonic_ns, Daemon};
 use objtier_policy::{
     proactive_placements, tier_budget, Candidate, ProcessPolicy, Signals, SiteRecord, TierBudget,
+    TierBytes,
 };
 use objtier_sys::damon::coalesce_ranges;
-use objtier_sys::pages::{MoveError, PageStatus, BATCH_PAGES};
+use objtier_sys::pages::{MoveError, PageMover, PageStatus, BATCH_PAGES};
 use objtier_wire::PAGE_SIZE;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -147,9 +148,11 @@ fn schedule_batches(
     out
 }
 
-/// Pages of one record, located in the per-process page list.
+/// Pages of one record, located in the per-process status list.
 struct RecordPages {
     process: usize,
+    /// Address of the first page.
+    start: u64,
     first_page: usize,
     pages: usize,
     site: u64,
@@ -172,13 +175,15 @@ impl Daemon {
         let settled_ns =
             PROACTIVE_SETTLED_INTERVALS as u64 * self.config.interval.as_nanos() as u64;
         for (pi, id) in process_ids.iter().enumerate() {
+            // A process's records are consecutive in the plan.
+            let mine = spans.partition_point(|s| s.process < pi)
+                ..spans.partition_point(|s| s.process <= pi);
             let wishes = proactive_placements(
                 self.config.proactive,
-                spans
+                spans[mine.clone()]
                     .iter()
-                    .zip(candidates)
-                    .zip(assignment)
-                    .filter(|((span, _), _)| span.process == pi)
+                    .zip(&candidates[mine.clone()])
+                    .zip(&assignment[mine])
                     .map(|((span, c), &tier)| {
                         let settled = now.saturating_sub(c.created_ns) >= settled_ns;
                         let sustained = c.recent_accesses > 0.0 && c.previous_accesses > 0.0;
@@ -285,6 +290,44 @@ impl Daemon {
     }
 }
 
+/// The tier of each node id (`Topology::tier_of_node` as a table, for a lookup per page).
+fn node_tier_table(topology: &objtier_sys::topology::Topology) -> Vec<Option<usize>> {
+    let nodes = topology.tiers.iter().flat_map(|t| t.nodes.iter().copied());
+    let len = nodes.max().map_or(0, |n| n as usize + 1);
+    (0..len).map(|n| topology.tier_of_node(n as u32)).collect()
+}
+
+/// Asks `mover` where `batch`'s pages are, appends their statuses to `status` and empties
+/// `batch`. Once the process is gone or its pages cannot be located, the rest of its pages are
+/// marked with that error without asking again.
+fn locate(
+    mover: &mut dyn PageMover,
+    pid: u32,
+    batch: &mut Vec<u64>,
+    status: &mut Vec<PageStatus>,
+    failed: &mut Option<PageStatus>,
+) {
+    let from = status.len();
+    status.resize(from + batch.len(), -libc::ENOENT);
+    let result = match *failed {
+        Some(errno) => Err(errno),
+        None if batch.is_empty() => Ok(()),
+        None => match mover.query(pid, batch, &mut status[from..]) {
+            Ok(()) => Ok(()),
+            Err(MoveError::ProcessGone { .. }) => Err(-libc::ESRCH),
+            Err(e) => {
+                tracing::warn!(pid, "cannot locate pages: {e}");
+                Err(-libc::EIO)
+            }
+        },
+    };
+    if let Err(errno) = result {
+        status[from..].fill(errno);
+        *failed = Some(errno);
+    }
+    batch.clear();
+}
+
 fn errno_name(errno: i32) -> String {
     match errno {
         libc::ENOMEM => "ENOMEM".into(),
@@ -334,10 +377,19 @@ impl Daemon {
         }
         for p in self.processes.values_mut() {
             for record in p.records.values_mut() {
-                record.ema_accesses = self
+                // Below the smallest normal f32 (about 10^-38 accesses an interval) the EMA is 0:
+                // a decaying value would otherwise end as a subnormal, slow to compute with,
+                // that never reaches 0 (0.9 times the smallest subnormal rounds back up to it).
+                let aggregated = self
                     .policy
                     .aggregate
-                    .aggregate(record.ema_accesses, record.interval_accesses);
+                    .aggregate(record.ema_accesses as f64, record.interval_accesses as f64)
+                    as f32;
+                record.ema_accesses = if aggregated < f32::MIN_POSITIVE {
+                    0.0
+                } else {
+                    aggregated
+                };
                 if record.interval_accesses > 0.0 {
                     record.last_access_ns = now_ns;
                 }
@@ -407,75 +459,89 @@ impl Daemon {
         }
         self.totals.enforcements += 1;
 
-        // 4. Where the pages are.
+        // 4. Where the pages are, asked a batch of records at a time. A record's pages are
+        // consecutive, so only their statuses are kept (4 bytes a page); step 6 recomputes the
+        // addresses.
         let tiers = self.topology.tiers.len();
+        let node_tiers = node_tier_table(&self.topology);
+        let tier_of = |s: PageStatus| -> Option<usize> {
+            usize::try_from(s)
+                .ok()
+                .and_then(|node| node_tiers.get(node).copied().flatten())
+        };
         let process_ids: Vec<u64> = self.processes.keys().copied().collect();
-        let mut page_lists: Vec<Vec<u64>> = Vec::with_capacity(process_ids.len());
         let mut statuses: Vec<Vec<PageStatus>> = Vec::with_capacity(process_ids.len());
-        let mut candidates = Vec::new();
-        let mut spans = Vec::new();
+        let record_count = self.processes.values().map(|p| p.records.len()).sum();
+        let mut candidates = Vec::with_capacity(record_count);
+        let mut spans = Vec::with_capacity(record_count);
         let mut policies = Vec::with_capacity(process_ids.len());
+        let mut batch: Vec<u64> = Vec::with_capacity(BATCH_PAGES);
         for (pi, id) in process_ids.iter().enumerate() {
             let p = &self.processes[id];
             policies.push(ProcessPolicy {
                 fast_cap_bytes: p.fast_capacity_bytes,
                 priority: p.priority,
             });
-            let pages: Vec<u64> = p
-                .records
-                .iter()
-                .flat_map(|(start, r)| (*start..start + r.len).step_by(PAGE_SIZE))
-                .collect();
-            let mut status = vec![-libc::ENOENT; pages.len()];
-            let query = if p.exited() {
-                Err(MoveError::ProcessGone { pid: p.pid })
-            } else {
-                self.mover.query(p.pid, &pages, &mut status)
-            };
-            match query {
-                Ok(()) => {}
-                Err(MoveError::ProcessGone { .. }) => status.fill(-libc::ESRCH),
-                Err(e) => {
-                    tracing::warn!(pid = p.pid, "cannot locate pages: {e}");
-                    status.fill(-libc::EIO);
-                }
-            }
-            let mut first_page = 0;
+            // One pass over the records: a batch of whole records' pages is located, then
+            // those records become candidates.
+            let mut status: Vec<PageStatus> = Vec::new();
+            // A process known to have exited is not asked (its pid may be another's now).
+            let mut failed = p.exited().then_some(-libc::ESRCH);
             let mut process_resident = vec![0u64; tiers];
-            for (&start, record) in &p.records {
-                let n = (record.len / PAGE_SIZE as u64) as usize;
-                let mut resident = vec![0u64; tiers];
-                for &s in &status[first_page..first_page + n] {
-                    if s >= 0 {
-                        if let Some(t) = self.topology.tier_of_node(s as u32) {
+            let mut records = p.records.iter().peekable();
+            let mut located: Vec<(u64, &crate::process::Record)> = Vec::new();
+            while records.peek().is_some() {
+                located.clear();
+                while let Some(&(&start, record)) = records.peek() {
+                    let n = (record.len / PAGE_SIZE as u64) as usize;
+                    if !located.is_empty() && batch.len() + n > BATCH_PAGES {
+                        break;
+                    }
+                    batch.extend((start..start + record.len).step_by(PAGE_SIZE));
+                    located.push((start, record));
+                    records.next();
+                }
+                let mut first_page = status.len();
+                locate(
+                    self.mover.as_mut(),
+                    p.pid,
+                    &mut batch,
+                    &mut status,
+                    &mut failed,
+                );
+                for &(start, record) in &located {
+                    let n = (record.len / PAGE_SIZE as u64) as usize;
+                    let mut resident = TierBytes::from_elem(0, tiers);
+                    for &s in &status[first_page..first_page + n] {
+                        if let Some(t) = tier_of(s) {
                             resident[t] += PAGE_SIZE as u64;
                         }
                     }
+                    for (sum, r) in process_resident.iter_mut().zip(&resident) {
+                        *sum += r;
+                    }
+                    candidates.push(Candidate {
+                        id: candidates.len(),
+                        process: pi,
+                        len_bytes: record.len,
+                        created_ns: record.created_ns,
+                        last_access_ns: record.last_access_ns,
+                        ema_accesses: record.ema_accesses as f64,
+                        recent_accesses: record.recent_accesses as f64,
+                        previous_accesses: record.previous_accesses as f64,
+                        resident_bytes_by_tier: resident,
+                        advice: p.advice_for(start, record.len),
+                    });
+                    spans.push(RecordPages {
+                        process: pi,
+                        start,
+                        first_page,
+                        pages: n,
+                        site: record.site,
+                    });
+                    first_page += n;
                 }
-                for (sum, r) in process_resident.iter_mut().zip(&resident) {
-                    *sum += r;
-                }
-                candidates.push(Candidate {
-                    id: candidates.len(),
-                    process: pi,
-                    len_bytes: record.len,
-                    created_ns: record.created_ns,
-                    last_access_ns: record.last_access_ns,
-                    ema_accesses: record.ema_accesses,
-                    recent_accesses: record.recent_accesses,
-                    previous_accesses: record.previous_accesses,
-                    resident_bytes_by_tier: resident,
-                    advice: p.advice_for(start, record.len),
-                });
-                spans.push(RecordPages {
-                    process: pi,
-                    first_page,
-                    pages: n,
-                    site: record.site,
-                });
-                first_page += n;
             }
-            page_lists.push(pages);
             statuses.push(status);
             if let Some(p) = self.processes.get_mut(id) {
                 p.resident_bytes_by_tier = process_resident;
@@ -522,12 +588,24 @@ impl Daemon {
         // what moves up; demotions go coldest first, promotions hottest first.
         let target_nodes: Vec<u32> = (0..tiers).map(|t| self.target_node(t)).collect();
         // (process index, target tier, pages), in the order they should move.
-        let mut down_by_rank = Vec::with_capacity(order.len());
+        let mut down_by_rank = Vec::new();
         let mut promotions: Vec<(usize, usize, Vec<u64>)> = Vec::new();
         for &ci in &order {
-            let (down, up) = self.moves_of(&spans[ci], assignment[ci], &page_lists, &statuses);
-            push_merged(&mut promotions, spans[ci].process, assignment[ci], up);
-            down_by_rank.push((spans[ci].process, assignment[ci], down));
+            // Most records are already where they belong: no page of theirs to look at.
+            let target = assignment[ci];
+            let resident = &candidates[ci].resident_bytes_by_tier;
+            if resident
+                .iter()
+                .enumerate()
+                .all(|(t, &b)| t == target || b == 0)
+            {
+                continue;
+            }
+            let (down, up) = self.moves_of(&spans[ci], target, &statuses);
+            push_merged(&mut promotions, spans[ci].process, target, up);
+            if !down.is_empty() {
+                down_by_rank.push((spans[ci].process, target, down));
+            }
         }
         let mut demotions: Vec<(usize, usize, Vec<u64>)> = Vec::new();
         for (process, tier, pages) in down_by_rank.into_iter().rev() {
@@ -650,21 +728,18 @@ impl Daemon {
         &self,
         span: &RecordPages,
         target: usize,
-        page_lists: &[Vec<u64>],
         statuses: &[Vec<PageStatus>],
     ) -> (Vec<u64>, Vec<u64>) {
         let range = span.first_page..span.first_page + span.pages;
         let (mut down, mut up) = (Vec::new(), Vec::new());
-        for (page, &status) in page_lists[span.process][range.clone()]
-            .iter()
-            .zip(&statuses[span.process][range])
-        {
+        let pages = (span.start..).step_by(PAGE_SIZE);
+        for (page, &status) in pages.zip(&statuses[span.process][range]) {
             if status < 0 {
                 continue; // not present (or process gone): nothing to move
             }
             match self.topology.tier_of_node(status as u32) {
-                Some(current) if current < target => down.push(*page),
-                Some(current) if current > target => up.push(*page),
+                Some(current) if current < target => down.push(page),
+                Some(current) if current > target => up.push(page),
                 _ => {}
             }
         }
@@ -927,6 +1002,25 @@ mod tests {
         assert!(fake.lock().unwrap().calls.is_empty());
         let report = daemon.last_interval.as_ref().unwrap();
         assert_eq!(report.promoted_pages + report.demoted_pages, 0);
+    }
+
+    /// An EMA decayed below the smallest normal `f32` becomes 0, not a subnormal that would
+    /// never leave (0.9 times the smallest subnormal rounds back to it).
+    #[test]
+    fn a_vanishing_ema_becomes_zero() {
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut p, _peer) = process();
+        push(&p, EventKind::Alloc, 0x10_0000, MIB, event_flags::SNAPSHOT);
+        push(&p, EventKind::Alloc, 0x20_0000, MIB, event_flags::SNAPSHOT);
+        p.drain();
+        p.records.get_mut(&0x10_0000).unwrap().ema_accesses = f32::MIN_POSITIVE;
+        p.records.get_mut(&0x20_0000).unwrap().ema_accesses = 2.0 * f32::MIN_POSITIVE;
+        let mut daemon = daemon_with(two_tiers(10 * MIB, 10 * MIB), p, &fake, &sys);
+        daemon.interval();
+        let records = &daemon.processes.values().next().unwrap().records;
+        assert_eq!(records[&0x10_0000].ema_accesses, 0.0);
+        assert_eq!(records[&0x20_0000].ema_accesses, 1.8 * f32::MIN_POSITIVE);
     }
 
     /// A process that vanishes mid-migration is skipped without disturbing the daemon.

@@ -92,6 +92,7 @@ fn main() -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use objtier_policy::TierBytes;
 
     fn record(id: usize, recent: f64, ema: f64) -> Candidate {
         Candidate {
@@ -103,7 +104,7 @@ mod tests {
             ema_accesses: ema,
             recent_accesses: recent,
             previous_accesses: 0.0,
-            resident_bytes_by_tier: vec![1 << 20, 0],
+            resident_bytes_by_tier: TierBytes::from_slice(&[1 << 20, 0]),
             advice: 0,
         }
     }

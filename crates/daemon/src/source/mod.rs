@@ -7,11 +7,14 @@
 //! sorted range index per process, `Process::attribute`); what falls outside every record is
 //! counted as unattributed, and the attributed share is reported per interval.
 //!
-//! Sources: [`damon`] (DAMON virtual-address monitoring: page access bits sampled by the kernel),
+//! Sources: [`perf`] (PMU address sampling: PEBS, IBS; or the software page-fault event),
+//! [`damon`] (DAMON virtual-address monitoring: page access bits sampled by the kernel),
 //! [`proc`] (page references through `/proc`, for kernels without DAMON: coarse) and none.
-//! [`AccessSource`] wraps the chosen one and measures what it costs.
+//! `auto` takes them in that order, perf only with a hardware PMU. [`AccessSource`] wraps the
+//! chosen one and measures what it costs.
 
 pub mod damon;
+pub mod perf;
 pub mod proc;
 
 use crate::config::{DaemonConfig, SourceChoice};
@@ -64,6 +67,9 @@ pub trait Source: Send {
     }
     /// Monitors these processes (and, where the source can, only these ranges) from now on.
     fn follow(&mut self, targets: &[Target]) -> anyhow::Result<()>;
+    /// Called at every wake-up of the daemon's loop (every few milliseconds): a source with
+    /// buffers the kernel fills (perf rings) empties them here.
+    fn poll(&mut self) {}
     /// The observations since the last call.
     fn observe(&mut self) -> anyhow::Result<Vec<Observation>>;
     /// CPU seconds spent outside the daemon's thread (a kernel thread), since the start; the
@@ -144,32 +150,37 @@ impl AccessSource {
             SourceChoice::Damon => damon::open(config)
                 .map(|s| AccessSource::new(Box::new(s)))
                 .map_err(|e| anyhow::anyhow!("--source damon: {e}")),
+            SourceChoice::Perf => perf::open(config)
+                .map(|s| AccessSource::new(Box::new(s)))
+                .map_err(|e| anyhow::anyhow!("--source perf: {e:#}")),
             SourceChoice::Proc => proc::open(config)
                 .map(|s| AccessSource::new(Box::new(s)))
                 .map_err(|e| anyhow::anyhow!("--source proc: {e}")),
             SourceChoice::Auto => {
-                // Best first; each one not taken says why.
-                let mut not_taken = Vec::new();
-                match damon::open(config) {
+                let perf = match perf::open(config) {
                     Ok(s) => return Ok(AccessSource::new(Box::new(s))),
-                    Err(e) => not_taken.push(format!("damon: {e}")),
-                }
+                    Err(e) => e,
+                };
+                tracing::info!("not using perf address sampling: {perf:#}");
+                let damon = match damon::open(config) {
+                    Ok(s) => return Ok(AccessSource::new(Box::new(s))),
+                    Err(e) => e,
+                };
                 match proc::open(config) {
                     Ok(s) => {
-                        tracing::warn!(
-                            "access source proc (coarse) because {}",
-                            not_taken.join("; ")
-                        );
-                        return Ok(AccessSource::new(Box::new(s)));
+                        tracing::warn!("access source proc (coarse) because damon: {damon}");
+                        Ok(AccessSource::new(Box::new(s)))
                     }
-                    Err(e) => not_taken.push(format!("proc: {e}")),
+                    Err(e) => {
+                        tracing::warn!(
+                            "no access source: {damon}; proc: {e}. Objects are tracked and \
+                             capacity caps enforced, but nothing is promoted"
+                        );
+                        Ok(AccessSource::none(format!(
+                            "{damon}; proc: {e}; and perf: {perf:#}"
+                        )))
+                    }
                 }
-                let why = not_taken.join("; ");
-                tracing::warn!(
-                    "no access source: {why}. Objects are tracked and capacity caps \
-                     enforced, but nothing is promoted"
-                );
-                Ok(AccessSource::none(why))
             }
         }
     }
@@ -188,6 +199,11 @@ impl AccessSource {
         let result = self.source.follow(targets);
         self.own_cpu_seconds += thread_cpu_seconds() - started;
         result
+    }
+    pub fn poll(&mut self) {
+        let started = thread_cpu_seconds();
+        self.source.poll();
+        self.own_cpu_seconds += thread_cpu_seconds() - started;
     }
     pub fn observe(&mut self) -> anyhow::Result<Vec<Observation>> {
         let started = thread_cpu_seconds();

@@ -1,9 +1,20 @@
-//! Hardware counters through `perf_event_open(2)`: last-level-cache misses and instructions
-//! retired, counted system-wide on every online CPU, for the LLC-misses-per-instruction trigger.
+//! `perf_event_open(2)`: hardware counters and address sampling.
+//!
+//! - This file: last-level-cache misses and instructions retired, counted system-wide on every
+//!   online CPU, for the LLC-misses-per-instruction trigger.
+//! - [`event`]: which sampling event to use (PEBS, IBS, SPE, page faults), from sysfs.
+//! - [`ring`]: one sampling event per CPU and its mmap'ed ring buffer.
+//! - [`sample`]: decoding sample records (perf's layout, data sources, IBS raw registers).
+//! - [`spe`]: decoding Arm SPE packets.
 //!
 //! Counting needs a hardware PMU (most VMs and containers have none) and the right to count
 //! system-wide (root, `CAP_PERFMON`, or `kernel.perf_event_paranoid` ≤ 0). When either is
 //! missing, [`LlcCounters::open`] says which, and what to do.
+
+pub mod event;
+pub mod ring;
+pub mod sample;
+pub mod spe;
 
 use perf_event_open_sys::bindings::{
     perf_event_attr, PERF_COUNT_HW_CACHE_MISSES, PERF_COUNT_HW_INSTRUCTIONS, PERF_FLAG_FD_CLOEXEC,
