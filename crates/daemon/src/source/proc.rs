@@ -15,7 +15,9 @@
 //!   they get nothing. Without soft-dirty bits, every referenced page is spread that way.
 //!
 //! Either way a page counts at most once per interval, however often it was touched: the
-//! weight is referenced pages, and ranking relies on the EMA over intervals for frequency.
+//! weight is referenced pages, and ranking relies on the EMA over intervals for frequency. A
+//! transparent huge page is one page to the kernel's bits: all of its 4 KiB pages look
+//! accessed (written) when one is, so objects sharing one share its accesses.
 //!
 //! A process's bits are cleared (or its frames marked idle) when it is first followed, and again
 //! after each observation, so every observation covers exactly one interval. Between reading and
