@@ -16,6 +16,10 @@
 //!   never ask objtier anything.
 //! - **Query time is not loop time.** Workers stop for the once-a-second query, and `t` counts
 //!   only time spent accessing, so a slow query cannot shrink the measured loop.
+//! - **A phase change moves the hot set** (`--phase-after`): at that loop time the accesses go
+//!   to K other objects instead, which were cold until then. No tick straddles the change, a
+//!   `phase` event marks it, and every later tick measures the new hot set only, so a harness
+//!   can time how long the tiering system takes to follow.
 //!
 //! Our own bookkeeping (page lists, counters) comes from Rust's allocator, which is also `malloc`;
 //! it is tiny next to the objects and does not affect what is measured, only how fast.
@@ -33,6 +37,9 @@ use crate::numa::{self, Topology};
 const ACCESSES_PER_CLOCK_CHECK: u64 = 64 * 1024;
 /// Length of one tick of the hot loop, in loop (access) time.
 const TICK_SECONDS: f64 = 1.0;
+/// A tick that ends this close before a phase change ends at it (deadlines are rounded to
+/// nanoseconds), so no sliver of a tick is left before the change.
+const PHASE_SLACK_SECONDS: f64 = 1e-6;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -52,6 +59,63 @@ impl FirstTouch {
     }
 }
 
+/// Which objects become hot at a phase change (the hot set before it is always the last K).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PhaseHot {
+    /// The K objects allocated just before the last K.
+    BeforeLast,
+    /// The first K objects allocated.
+    First,
+}
+
+impl PhaseHot {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PhaseHot::BeforeLast => "before-last",
+            PhaseHot::First => "first",
+        }
+    }
+}
+
+/// A phase change: after `after_seconds` of loop time the hot set moves to `hot`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Phase {
+    pub after_seconds: f64,
+    pub hot: PhaseHot,
+}
+
+/// Indices of the hot objects before any phase change: the last `hot` of `objects`.
+pub fn initial_hot_objects(objects: usize, hot: usize) -> std::ops::Range<usize> {
+    objects - hot..objects
+}
+
+/// Indices of the objects that are hot after a phase change. They never overlap the initial
+/// hot set: an error if `objects` cannot hold two disjoint sets of `hot`.
+pub fn phase_hot_objects(
+    objects: usize,
+    hot: usize,
+    which: PhaseHot,
+) -> Result<std::ops::Range<usize>, String> {
+    if hot.checked_mul(2).is_none_or(|both| both > objects) {
+        return Err(format!(
+            "a phase change needs two disjoint hot sets: --objects {objects} is fewer than \
+             2 x --hot {hot}"
+        ));
+    }
+    Ok(match which {
+        PhaseHot::BeforeLast => objects - 2 * hot..objects - hot,
+        PhaseHot::First => 0..hot,
+    })
+}
+
+/// Loop seconds the next tick may last: a whole tick, cut short by the end of the loop and by a
+/// pending phase change (so no tick measures two hot sets).
+pub fn tick_seconds(loop_seconds: f64, seconds: f64, pending_phase_at: Option<f64>) -> f64 {
+    let end = pending_phase_at.map_or(seconds, |at| at.min(seconds));
+    (end - loop_seconds).min(TICK_SECONDS)
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub objects: usize,
@@ -61,6 +125,8 @@ pub struct Config {
     pub first_touch: FirstTouch,
     pub seed: u64,
     pub threads: usize,
+    /// Move the hot set once, mid-run (None: the last K objects stay hot throughout).
+    pub phase: Option<Phase>,
 }
 
 /// One line of output.
@@ -79,6 +145,20 @@ pub enum Event {
         setup_seconds: f64,
         hot_fast_bytes: u64,
         all_fast_bytes: u64,
+        /// Loop time of the phase change, and which objects become hot (only with a phase).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        phase_after: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        phase_hot: Option<PhaseHot>,
+    },
+    /// The hot set just moved: ticks from here on measure the objects `hot_first..hot_first +
+    /// hot` (allocation order). `t` is the loop time of the change, on the ticks' clock.
+    Phase {
+        t: f64,
+        hot_first: usize,
+        hot: usize,
+        /// Bytes of the new hot set on fast nodes at the change.
+        hot_fast_bytes: u64,
     },
     Tick {
         t: f64,
@@ -87,6 +167,7 @@ pub enum Event {
         fast_share: Option<f64>,
         hot_fast_bytes: u64,
     },
+    /// Totals over the whole loop; `hot_fast_bytes` is of the hot set at the end.
     Summary {
         seconds: f64,
         accesses: u64,
@@ -124,10 +205,19 @@ pub fn run(
         .map(|&addr| (addr, objects.size_bytes))
         .collect();
     let all_map = PageMap::new(&spans, page_size_bytes);
-    let hot_map = PageMap::new(
-        &spans[config.objects - config.hot_objects..],
+    let mut hot_map = PageMap::new(
+        &spans[initial_hot_objects(config.objects, config.hot_objects)],
         page_size_bytes,
     );
+    // The phase change still to come: when, and the objects that become hot then.
+    let mut pending_phase = match config.phase {
+        Some(phase) => Some((
+            phase.after_seconds,
+            phase_hot_objects(config.objects, config.hot_objects, phase.hot)
+                .map_err(anyhow::Error::msg)?,
+        )),
+        None => None,
+    };
     let mut status = Vec::new();
     let mut resident_fast_bytes = |map: &PageMap| -> Result<u64> {
         numa::query_page_nodes(&map.pages, &mut status)?;
@@ -145,6 +235,8 @@ pub fn run(
         setup_seconds,
         hot_fast_bytes: resident_fast_bytes(&hot_map)?,
         all_fast_bytes: resident_fast_bytes(&all_map)?,
+        phase_after: config.phase.map(|phase| phase.after_seconds),
+        phase_hot: config.phase.map(|phase| phase.hot),
     })?;
 
     let mut workers: Vec<Worker> = (0..config.threads as u64)
@@ -159,9 +251,29 @@ pub fn run(
     let (mut loop_seconds, mut total_accesses, mut total_fast_accesses) = (0.0, 0u64, 0u64);
     let mut fast_share_last = None;
     while loop_seconds < config.seconds {
+        if let Some((_, objects)) = pending_phase
+            .take_if(|(after_seconds, _)| loop_seconds + PHASE_SLACK_SECONDS >= *after_seconds)
+        {
+            hot_map = PageMap::new(&spans[objects.clone()], page_size_bytes);
+            for worker in &mut workers {
+                worker.page_access_counts = vec![0; hot_map.pages.len()];
+            }
+            emit(Event::Phase {
+                t: loop_seconds,
+                hot_first: objects.start,
+                hot: objects.len(),
+                hot_fast_bytes: resident_fast_bytes(&hot_map)?,
+            })?;
+        }
         let tick_start = Instant::now();
-        let deadline =
-            tick_start + Duration::from_secs_f64((config.seconds - loop_seconds).min(TICK_SECONDS));
+        let tick = tick_seconds(
+            loop_seconds,
+            config.seconds,
+            pending_phase
+                .as_ref()
+                .map(|(after_seconds, _)| *after_seconds),
+        );
+        let deadline = tick_start + Duration::from_secs_f64(tick);
         let accesses: u64 = if let [worker] = workers.as_mut_slice() {
             worker.run_until(&hot_map, deadline)
         } else {
@@ -451,6 +563,34 @@ mod tests {
             "{:?}",
             worker.page_access_counts
         );
+    }
+
+    #[test]
+    fn hot_sets_before_and_after_a_phase_change() {
+        assert_eq!(initial_hot_objects(12, 2), 10..12);
+        assert_eq!(phase_hot_objects(12, 2, PhaseHot::BeforeLast), Ok(8..10));
+        assert_eq!(phase_hot_objects(12, 2, PhaseHot::First), Ok(0..2));
+        // Exactly two sets fit: they touch but do not overlap.
+        assert_eq!(phase_hot_objects(4, 2, PhaseHot::BeforeLast), Ok(0..2));
+        assert_eq!(phase_hot_objects(4, 2, PhaseHot::First), Ok(0..2));
+        for which in [PhaseHot::BeforeLast, PhaseHot::First] {
+            assert!(phase_hot_objects(3, 2, which).is_err());
+            assert!(phase_hot_objects(usize::MAX, usize::MAX / 2 + 1, which).is_err());
+            let next = phase_hot_objects(9, 3, which).unwrap();
+            let first = initial_hot_objects(9, 3);
+            assert_eq!(next.len(), 3);
+            assert!(next.end <= first.start, "{next:?} overlaps {first:?}");
+        }
+    }
+
+    #[test]
+    fn ticks_stop_at_the_phase_change_and_the_end() {
+        assert_eq!(tick_seconds(0.0, 10.0, None), 1.0);
+        assert_eq!(tick_seconds(9.5, 10.0, None), 0.5);
+        assert_eq!(tick_seconds(0.0, 10.0, Some(4.0)), 1.0);
+        assert_eq!(tick_seconds(3.75, 10.0, Some(4.0)), 0.25);
+        // A change past the end is never reached.
+        assert_eq!(tick_seconds(9.5, 10.0, Some(12.0)), 0.5);
     }
 
     #[test]
