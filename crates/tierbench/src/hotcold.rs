@@ -60,20 +60,26 @@ impl FirstTouch {
 }
 
 /// Which objects become hot at a phase change (the hot set before it is always the last K).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PhaseHot {
     /// The K objects allocated just before the last K.
     BeforeLast,
     /// The first K objects allocated.
     First,
+    /// The K objects from this index (allocation order) on.
+    From(usize),
 }
 
-impl PhaseHot {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PhaseHot::BeforeLast => "before-last",
-            PhaseHot::First => "first",
+impl std::str::FromStr for PhaseHot {
+    type Err = String;
+    fn from_str(text: &str) -> Result<PhaseHot, String> {
+        match text {
+            "before-last" => Ok(PhaseHot::BeforeLast),
+            "first" => Ok(PhaseHot::First),
+            _ => text
+                .parse()
+                .map(PhaseHot::From)
+                .map_err(|_| format!("{text:?} is not before-last, first or an object index")),
         }
     }
 }
@@ -91,7 +97,8 @@ pub fn initial_hot_objects(objects: usize, hot: usize) -> std::ops::Range<usize>
 }
 
 /// Indices of the objects that are hot after a phase change. They never overlap the initial
-/// hot set: an error if `objects` cannot hold two disjoint sets of `hot`.
+/// hot set: an error if `objects` cannot hold two disjoint sets of `hot`, or if the objects
+/// from an explicit index run into the initial hot set.
 pub fn phase_hot_objects(
     objects: usize,
     hot: usize,
@@ -103,10 +110,20 @@ pub fn phase_hot_objects(
              2 x --hot {hot}"
         ));
     }
-    Ok(match which {
-        PhaseHot::BeforeLast => objects - 2 * hot..objects - hot,
-        PhaseHot::First => 0..hot,
-    })
+    let first = match which {
+        PhaseHot::BeforeLast => objects - 2 * hot,
+        PhaseHot::First => 0,
+        PhaseHot::From(first) if first > objects - 2 * hot => {
+            return Err(format!(
+                "--phase-hot {first}: objects {first}..{} are not all before the initial hot \
+                 set (the last {hot}, from {})",
+                first.saturating_add(hot),
+                objects - hot
+            ))
+        }
+        PhaseHot::From(first) => first,
+    };
+    Ok(first..first + hot)
 }
 
 /// Loop seconds the next tick may last: a whole tick, cut short by the end of the loop and by a
@@ -145,11 +162,12 @@ pub enum Event {
         setup_seconds: f64,
         hot_fast_bytes: u64,
         all_fast_bytes: u64,
-        /// Loop time of the phase change, and which objects become hot (only with a phase).
+        /// Loop time of the phase change, and the first of the K objects that become hot then
+        /// (only with a phase change).
         #[serde(skip_serializing_if = "Option::is_none")]
         phase_after: Option<f64>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        phase_hot: Option<PhaseHot>,
+        phase_hot_first: Option<usize>,
     },
     /// The hot set just moved: ticks from here on measure the objects `hot_first..hot_first +
     /// hot` (allocation order). `t` is the loop time of the change, on the ticks' clock.
@@ -236,7 +254,7 @@ pub fn run(
         hot_fast_bytes: resident_fast_bytes(&hot_map)?,
         all_fast_bytes: resident_fast_bytes(&all_map)?,
         phase_after: config.phase.map(|phase| phase.after_seconds),
-        phase_hot: config.phase.map(|phase| phase.hot),
+        phase_hot_first: pending_phase.as_ref().map(|(_, objects)| objects.start),
     })?;
 
     let mut workers: Vec<Worker> = (0..config.threads as u64)
@@ -570,16 +588,35 @@ mod tests {
         assert_eq!(initial_hot_objects(12, 2), 10..12);
         assert_eq!(phase_hot_objects(12, 2, PhaseHot::BeforeLast), Ok(8..10));
         assert_eq!(phase_hot_objects(12, 2, PhaseHot::First), Ok(0..2));
+        assert_eq!(phase_hot_objects(12, 2, PhaseHot::From(5)), Ok(5..7));
+        assert_eq!(phase_hot_objects(12, 2, PhaseHot::From(8)), Ok(8..10));
+        assert!(phase_hot_objects(12, 2, PhaseHot::From(9))
+            .unwrap_err()
+            .contains("not all before the initial hot set"));
+        assert!(phase_hot_objects(12, 2, PhaseHot::From(usize::MAX)).is_err());
         // Exactly two sets fit: they touch but do not overlap.
         assert_eq!(phase_hot_objects(4, 2, PhaseHot::BeforeLast), Ok(0..2));
         assert_eq!(phase_hot_objects(4, 2, PhaseHot::First), Ok(0..2));
-        for which in [PhaseHot::BeforeLast, PhaseHot::First] {
+        for which in [PhaseHot::BeforeLast, PhaseHot::First, PhaseHot::From(0)] {
             assert!(phase_hot_objects(3, 2, which).is_err());
             assert!(phase_hot_objects(usize::MAX, usize::MAX / 2 + 1, which).is_err());
             let next = phase_hot_objects(9, 3, which).unwrap();
             let first = initial_hot_objects(9, 3);
             assert_eq!(next.len(), 3);
             assert!(next.end <= first.start, "{next:?} overlaps {first:?}");
+        }
+    }
+
+    #[test]
+    fn phase_hot_parses() {
+        assert_eq!("before-last".parse(), Ok(PhaseHot::BeforeLast));
+        assert_eq!("first".parse(), Ok(PhaseHot::First));
+        assert_eq!("16".parse(), Ok(PhaseHot::From(16)));
+        for bad in ["", "last", "-1", "1.5", "First"] {
+            assert!(
+                bad.parse::<PhaseHot>().is_err(),
+                "{bad:?} should be rejected"
+            );
         }
     }
 

@@ -69,9 +69,10 @@ struct HotColdArgs {
     /// set moves to K other objects (--phase-hot); later ticks measure the new hot set.
     #[arg(long, value_parser = parse_seconds, allow_negative_numbers = true)]
     phase_after: Option<f64>,
-    /// Which objects are hot after the phase change: the K allocated just before the last K,
-    /// or the first K. Needs --objects at least 2 x --hot.
-    #[arg(long, value_enum, requires = "phase_after", default_value_t = PhaseHot::BeforeLast)]
+    /// Which objects are hot after the phase change: `before-last` (the K allocated just
+    /// before the last K), `first` (the first K), or an index I (objects I..I+K, which must end
+    /// before the last K). Needs --objects at least 2 x --hot.
+    #[arg(long, requires = "phase_after", default_value = "before-last")]
     phase_hot: PhaseHot,
 }
 
@@ -226,7 +227,7 @@ fn describe(event: &Event, hot_bytes: usize, all_bytes: usize) -> String {
             hot_fast_bytes,
             all_fast_bytes,
             phase_after,
-            phase_hot,
+            phase_hot_first,
         } => {
             let first_touch = first_touch.as_str();
             let mut parts = vec![
@@ -237,15 +238,11 @@ fn describe(event: &Event, hot_bytes: usize, all_bytes: usize) -> String {
                 format!("on fast nodes: hot {hot_fast_bytes} of {hot_bytes} bytes"),
                 format!("all {all_fast_bytes} of {all_bytes} bytes"),
             ];
-            if let (Some(after), Some(which)) = (phase_after, phase_hot) {
-                if let Ok(next) = hotcold::phase_hot_objects(*objects, *hot, *which) {
-                    parts.push(format!(
-                        "after {after} s the hot set moves to objects {}..{} ({})",
-                        next.start,
-                        next.end,
-                        which.as_str()
-                    ));
-                }
+            if let (Some(after), Some(first)) = (phase_after, phase_hot_first) {
+                parts.push(format!(
+                    "after {after} s the hot set moves to objects {first}..{}",
+                    first + hot
+                ));
             }
             parts.join("; ")
         }
@@ -405,6 +402,12 @@ mod tests {
                 "--phase-after {bad} should be rejected"
             );
         }
+        // Objects 9 and 10 would overlap the initial hot set (10, 11); 8 and 9 do not.
+        let args = hotcold_args(&["--phase-after", "5", "--phase-hot", "9"]).unwrap();
+        assert_eq!(args.phase().unwrap().hot, PhaseHot::From(9));
+        assert!(args.validate().unwrap_err().contains("--phase-hot 9"));
+        let args = hotcold_args(&["--phase-after", "5", "--phase-hot", "8"]).unwrap();
+        assert_eq!(args.validate(), Ok(()));
         assert!(hotcold_args(&["--phase-after", "5", "--phase-hot", "middle"]).is_err());
         // The change must fall inside the hot loop...
         let late = hotcold_args(&["--phase-after", "30"]).unwrap();
