@@ -70,8 +70,9 @@ struct HotColdArgs {
     #[arg(long, value_parser = parse_seconds, allow_negative_numbers = true)]
     phase_after: Option<f64>,
     /// Which objects are hot after the phase change: `before-last` (the K allocated just
-    /// before the last K), `first` (the first K), or an index I (objects I..I+K, which must end
-    /// before the last K). Needs --objects at least 2 x --hot.
+    /// before the last K), `first` (the first K), `slowest` (the K with the fewest bytes on
+    /// fast nodes at the change), or an index I (objects I..I+K, which must end before the
+    /// last K). Needs --objects at least 2 x --hot.
     #[arg(long, requires = "phase_after", default_value = "before-last")]
     phase_hot: PhaseHot,
 }
@@ -98,7 +99,7 @@ impl HotColdArgs {
                     phase.after_seconds, self.seconds
                 ));
             }
-            hotcold::phase_hot_objects(self.objects, self.hot, phase.hot)?;
+            hotcold::check_phase_hot(self.objects, self.hot, phase.hot)?;
         }
         Ok(())
     }
@@ -227,7 +228,7 @@ fn describe(event: &Event, hot_bytes: usize, all_bytes: usize) -> String {
             hot_fast_bytes,
             all_fast_bytes,
             phase_after,
-            phase_hot_first,
+            phase_hot,
         } => {
             let first_touch = first_touch.as_str();
             let mut parts = vec![
@@ -238,24 +239,17 @@ fn describe(event: &Event, hot_bytes: usize, all_bytes: usize) -> String {
                 format!("on fast nodes: hot {hot_fast_bytes} of {hot_bytes} bytes"),
                 format!("all {all_fast_bytes} of {all_bytes} bytes"),
             ];
-            if let (Some(after), Some(first)) = (phase_after, phase_hot_first) {
-                parts.push(format!(
-                    "after {after} s the hot set moves to objects {first}..{}",
-                    first + hot
-                ));
+            if let (Some(after), Some(which)) = (phase_after, phase_hot) {
+                parts.push(format!("after {after} s the hot set moves ({which})"));
             }
             parts.join("; ")
         }
         Event::Phase {
             t,
-            hot_first,
-            hot,
+            objects,
             hot_fast_bytes,
         } => [
-            format!(
-                "phase t={t:.2} s: objects {hot_first}..{} are hot now",
-                hot_first + hot
-            ),
+            format!("phase t={t:.2} s: objects {objects:?} are hot now"),
             format!("on fast nodes {hot_fast_bytes} of {hot_bytes} bytes"),
         ]
         .join("; "),
@@ -408,6 +402,8 @@ mod tests {
         assert!(args.validate().unwrap_err().contains("--phase-hot 9"));
         let args = hotcold_args(&["--phase-after", "5", "--phase-hot", "8"]).unwrap();
         assert_eq!(args.validate(), Ok(()));
+        let args = hotcold_args(&["--phase-after", "5", "--phase-hot", "slowest"]).unwrap();
+        assert_eq!(args.phase().unwrap().hot, PhaseHot::Slowest);
         assert!(hotcold_args(&["--phase-after", "5", "--phase-hot", "middle"]).is_err());
         // The change must fall inside the hot loop...
         let late = hotcold_args(&["--phase-after", "30"]).unwrap();
