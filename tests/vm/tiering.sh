@@ -278,7 +278,7 @@ while True:
 	else
 		fail phase-baseline-leaves-new-hot-set-slow
 	fi
-	"$BIN/objtier" daemon --socket "$OBJTIER_SOCKET" --interval 2s > "$WORK/daemon.log" 2>&1 &
+	"$BIN/objtier" daemon --socket "$OBJTIER_SOCKET" --interval 2s --trigger time:1 > "$WORK/daemon.log" 2>&1 &
 	for _ in $(seq 50); do [ -S "$OBJTIER_SOCKET" ] && break; sleep 0.1; done
 	"$BIN/objtier" run --no-daemon -- "$BIN/tierbench" hotcold --objects 20 --size 32M --hot 2 \
 		--phase-hot slowest --seconds 34 --phase-after 20 --json > "$WORK/objtier.json"
