@@ -13,14 +13,17 @@
 //! | `fill` | number in (0, 1] | `--fill` |
 //! | `split` | size (bytes, or `"64M"`) | `--split` |
 //! | `prioritization` | `"apb"`, `"lru"` or `"fifo"` | `--prioritization` |
-//! | `source` | `"auto"`, `"damon"` or `"none"` | `--source` |
+//! | `trigger` | `"time:5"`, or a list (`["time:5", "alloc:1G"]`) | `--trigger` |
+//! | `source` | `"auto"`, `"perf"`, `"damon"`, `"proc"` or `"none"` | `--source` |
 //! | `tiers` | `"0;1"` | `--tiers` |
 //! | `fast-capacity` | size | `--fast-capacity` |
 //! | `fast-reserve` | size | `--fast-reserve` |
-//! | `proactive` | boolean | `--proactive on\|off` |
+//! | `proactive` | boolean, or `"conservative"`, `"threshold[:F]"`, `"off"` | `--proactive` |
 //! | `warm-start` | boolean | `--warm-start on\|off` |
 //! | `site-store` | path of a directory | `--site-store` |
 //! | `rate-limit` | size (bytes per second) | `--rate-limit` |
+//! | `event` | perf event name | `--event` |
+//! | `sample-period` | number of events | `--sample-period` |
 //! | `damon-sample` | duration | `--damon-sample` |
 //! | `damon-aggregate` | duration | `--damon-aggregate` |
 
@@ -45,6 +48,41 @@ impl SizeValue {
     }
 }
 
+/// `proactive = false` (as before) or `proactive = "threshold:0.8"`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum SwitchOrText {
+    Switch(bool),
+    Text(String),
+}
+
+impl SwitchOrText {
+    pub fn text(&self) -> String {
+        match self {
+            SwitchOrText::Switch(true) => "on".into(),
+            SwitchOrText::Switch(false) => "off".into(),
+            SwitchOrText::Text(t) => t.clone(),
+        }
+    }
+}
+
+/// `trigger = "alloc:1G"` or `trigger = ["time:5", "alloc:1G"]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn items(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(t) => t.split(',').map(|s| s.trim().to_owned()).collect(),
+            OneOrMany::Many(list) => list.clone(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct DaemonFile {
@@ -54,14 +92,17 @@ pub struct DaemonFile {
     pub fill: Option<f64>,
     pub split: Option<SizeValue>,
     pub prioritization: Option<String>,
+    pub trigger: Option<OneOrMany>,
     pub source: Option<String>,
     pub tiers: Option<String>,
     pub fast_capacity: Option<SizeValue>,
     pub fast_reserve: Option<SizeValue>,
-    pub proactive: Option<bool>,
+    pub proactive: Option<SwitchOrText>,
     pub warm_start: Option<bool>,
     pub site_store: Option<PathBuf>,
     pub rate_limit: Option<SizeValue>,
+    pub event: Option<String>,
+    pub sample_period: Option<u64>,
     pub damon_sample: Option<String>,
     pub damon_aggregate: Option<String>,
 }
@@ -77,8 +118,9 @@ impl DaemonFile {
         toml::from_str(text).map_err(|e| {
             anyhow::anyhow!(
                 "{}; the keys are the daemon's long options: socket, interval, alpha, fill, \
-                 split, prioritization, source, tiers, fast-capacity, fast-reserve, proactive, \
-                 warm-start, site-store, rate-limit, damon-sample, damon-aggregate",
+                 split, prioritization, trigger, source, tiers, fast-capacity, fast-reserve, \
+                 proactive, warm-start, site-store, rate-limit, event, sample-period, \
+                 damon-sample, damon-aggregate",
                 e.to_string().trim_end()
             )
         })
@@ -109,13 +151,17 @@ mod tests {
         assert_eq!(file.fill, Some(0.8));
         assert_eq!(file.split.unwrap().bytes("split").unwrap(), 32 << 20);
         assert_eq!(file.fast_capacity.unwrap().bytes("x").unwrap(), 1 << 30);
-        assert_eq!(file.proactive, Some(false));
+        assert_eq!(file.proactive, Some(SwitchOrText::Switch(false)));
         assert_eq!(file.warm_start, Some(false));
         assert_eq!(
             file.site_store.as_deref(),
             Some(Path::new("/srv/objtier/sites"))
         );
         assert_eq!(file.rate_limit.unwrap().bytes("x").unwrap(), 512 << 20);
+        let file =
+            DaemonFile::parse("proactive = \"threshold\"\ntrigger = \"time:3, alloc\"").unwrap();
+        assert_eq!(file.proactive.unwrap().text(), "threshold");
+        assert_eq!(file.trigger.unwrap().items(), ["time:3", "alloc"]);
         let err = DaemonFile::parse("fast_capacity = \"1G\"").unwrap_err();
         assert!(format!("{err:#}").contains("fast_capacity"), "{err:#}");
         assert!(format!("{err:#}").contains("fast-capacity"), "{err:#}");

@@ -7,7 +7,7 @@
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use objtier_daemon::config::{default_socket_path, DaemonConfig, SourceChoice};
-use objtier_policy::Prioritization;
+use objtier_policy::{Prioritization, SitePlacement, TriggerSpec};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -34,7 +34,7 @@ enum Cmd {
     /// Run a program with objtier: preload libobjtier.so, starting a daemon if none is running.
     Run(RunArgs),
     /// Run the daemon in the foreground (serves every attached process; root for DAMON).
-    Daemon(DaemonArgs),
+    Daemon(Box<DaemonArgs>),
     /// Show the daemon's tiers and attached processes.
     Status(StatusArgs),
     /// Choose the tier new objects of an allocation site start in, for an attached process.
@@ -119,7 +119,9 @@ struct DaemonArgs {
     /// [default: apb].
     #[arg(long)]
     prioritization: Option<Prioritization>,
-    /// Access source: auto (best available), damon, or none [default: auto].
+    /// Access source: auto (the best available: perf with a hardware PMU, else damon, else
+    /// proc), perf, damon, proc (page references through /proc: coarse, for kernels without
+    /// DAMON), or none [default: auto].
     #[arg(long)]
     source: Option<SourceChoice>,
     /// Explicit tiers, fastest first: node lists separated by ';' (e.g. "0;1" or "1;0;2").
@@ -132,10 +134,19 @@ struct DaemonArgs {
     /// tier except for SIZE kept for the highest priority (default: keep them out entirely).
     #[arg(long, value_parser = parse_size)]
     fast_reserve: Option<u64>,
-    /// Proactive placement by allocation site: on (a site whose objects are kept out of the
-    /// fastest tier starts its new objects where they were planned) or off [default: on].
-    #[arg(long, value_parser = ["on", "off"])]
-    proactive: Option<String>,
+    /// When to migrate; repeat or separate with commas to combine (any one fires):
+    /// time:N every N intervals, alloc:SIZE after SIZE allocated (1G if no SIZE),
+    /// pressure:SHARE when the fastest tier's free memory falls below SHARE (5% if none),
+    /// llc-mpi:T when LLC misses per instruction change by T times their recent average
+    /// (2 if none; needs a hardware PMU) [default: time:1].
+    #[arg(long, value_delimiter = ',')]
+    trigger: Vec<TriggerSpec>,
+    /// Proactive placement by allocation site: conservative (a site none of whose objects are
+    /// kept in the fastest tier starts its new objects where they were planned; "on" is the
+    /// same), threshold:SHARE (where at least SHARE of its bytes are planned; 0.8 if no SHARE),
+    /// or off [default: conservative].
+    #[arg(long)]
+    proactive: Option<SitePlacement>,
     /// Warm start: save the site placements each program learnt, keyed by its executable and
     /// its call paths as module+offset, and apply them from the start of its next run: on or off
     /// [default: on].
@@ -149,6 +160,14 @@ struct DaemonArgs {
     /// at most two intervals).
     #[arg(long, value_parser = parse_size)]
     rate_limit: Option<u64>,
+    /// With --source perf: the event to sample: page-faults (software, works without a
+    /// PMU), mem-loads, mem-stores, ibs-op, or PMU/TERMS/ (e.g. cpu/event=0xd1,umask=0x20/)
+    /// [default: the best hardware event found].
+    #[arg(long)]
+    event: Option<String>,
+    /// With --source perf: one sample every N events [default: 4096; 1 for page-faults].
+    #[arg(long)]
+    sample_period: Option<u64>,
     /// DAMON sampling interval [default: 5ms].
     #[arg(long, value_parser = parse_duration)]
     damon_sample: Option<Duration>,
@@ -178,23 +197,7 @@ struct StatusArgs {
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (number, unit) = t.split_at(digits);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size: use bytes or K/M/G/T (e.g. 512M)"))?;
-    let shift = match unit.trim() {
-        "" | "B" => 0,
-        "K" | "k" | "KiB" => 10,
-        "M" | "m" | "MiB" => 20,
-        "G" | "g" | "GiB" => 30,
-        "T" | "t" | "TiB" => 40,
-        other => return Err(format!("unknown size unit {other:?}: use K, M, G or T")),
-    };
-    number
-        .checked_mul(1 << shift)
-        .ok_or_else(|| format!("{text:?} is too large"))
+    objtier_policy::units::parse_size(text)
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -242,7 +245,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Cmd::Run(args) => run(args),
-        Cmd::Daemon(args) => daemon(args),
+        Cmd::Daemon(args) => daemon(*args),
         Cmd::Status(args) => status(args),
         Cmd::Place(args) => place(args),
         Cmd::Doctor(args) => doctor::run(args.json),
@@ -330,19 +333,40 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     }
     let source = |t: &str| {
         t.parse()
-            .map_err(|_| format!("{t:?} is not auto, damon or none"))
+            .map_err(|_| format!("{t:?} is not auto, perf, damon, proc or none"))
     };
     if let Some(v) = args.source.or(text("source", &file.source, source)?) {
         config.source = v;
     }
-    if let Some(v) = args
+    let proactive = file
         .proactive
-        .as_deref()
-        .map(|v| v == "on")
-        .or(file.proactive)
-    {
+        .as_ref()
+        .map(|v| {
+            v.text()
+                .parse()
+                .map_err(|e| anyhow::anyhow!("proactive: {e}"))
+        })
+        .transpose()?;
+    if let Some(v) = args.proactive.or(proactive) {
         config.proactive = v;
     }
+    let triggers = file
+        .trigger
+        .as_ref()
+        .map(|v| {
+            v.items()
+                .iter()
+                .map(|t| t.parse().map_err(|e| anyhow::anyhow!("trigger: {e}")))
+                .collect::<anyhow::Result<Vec<TriggerSpec>>>()
+        })
+        .transpose()?;
+    if !args.trigger.is_empty() {
+        config.triggers = args.trigger;
+    } else if let Some(v) = triggers.filter(|t| !t.is_empty()) {
+        config.triggers = v;
+    }
+    config.perf_event = args.event.or(file.event);
+    config.perf_period = args.sample_period.or(file.sample_period).filter(|&p| p > 0);
     if let Some(v) = args
         .warm_start
         .as_deref()
@@ -595,11 +619,25 @@ fn print_status(reply: &serde_json::Value) {
         d["interval_ms"],
         d["prioritization"].as_str().unwrap_or("?")
     );
+    println!(
+        "policy: {}; proactive placement {}",
+        d["policy"].as_str().unwrap_or("?"),
+        d["proactive"].as_str().unwrap_or("?")
+    );
     let t = &d["totals"];
     println!(
-        "migrated: {} pages promoted, {} demoted, {} failed",
-        t["promoted_pages"], t["demoted_pages"], t["failed_pages"]
+        "migrated: {} pages promoted, {} demoted, {} failed, in {} of {} intervals",
+        t["promoted_pages"],
+        t["demoted_pages"],
+        t["failed_pages"],
+        t["enforcements"],
+        t["intervals"]
     );
+    let last = &d["last_interval"];
+    if let Some(reasons) = last["trigger_reasons"].as_array().filter(|r| !r.is_empty()) {
+        let reasons: Vec<&str> = reasons.iter().filter_map(|r| r.as_str()).collect();
+        println!("last migration because: {}", reasons.join("; "));
+    }
     println!("tiers (fastest first):");
     for tier in reply["tiers"].as_array().into_iter().flatten() {
         println!(
@@ -669,7 +707,7 @@ mod tests {
     fn config_from(args: &[&str]) -> anyhow::Result<DaemonConfig> {
         let cli = Cli::try_parse_from(args).map_err(|e| anyhow::anyhow!("{e}"))?;
         match cli.command {
-            Cmd::Daemon(args) => daemon_config(args),
+            Cmd::Daemon(args) => daemon_config(*args),
             _ => unreachable!("a daemon command line"),
         }
     }
@@ -681,8 +719,8 @@ mod tests {
         std::fs::write(
             &file,
             "fill = 0.8\ninterval = \"1s\"\nprioritization = \"lru\"\nsource = \"none\"\n\
-             rate-limit = \"256M\"\nproactive = false\nwarm-start = false\n\
-             site-store = \"/srv/sites\"\n",
+             rate-limit = \"256M\"\nproactive = false\ntrigger = [\"time:2\", \"alloc:512M\"]\n\
+             warm-start = false\nsite-store = \"/srv/sites\"\n",
         )
         .unwrap();
         let path = file.to_str().unwrap();
@@ -692,7 +730,11 @@ mod tests {
         assert_eq!(c.prioritization, Prioritization::Lru);
         assert_eq!(c.source, SourceChoice::None);
         assert_eq!(c.rate_limit_bytes_per_second, Some(256 << 20));
-        assert!(!c.proactive);
+        assert_eq!(c.proactive, SitePlacement::Off);
+        assert_eq!(
+            c.triggers,
+            vec![TriggerSpec::Time(2), TriggerSpec::Allocation(512 << 20)]
+        );
         assert!(!c.warm_start);
         assert_eq!(c.site_store.as_deref(), Some(Path::new("/srv/sites")));
         let c = config_from(&[
@@ -712,12 +754,34 @@ mod tests {
         assert_eq!(c.split_bytes, 64 << 20);
         let defaults = config_from(&["objtier", "daemon"]).unwrap();
         assert_eq!(defaults.interval, Duration::from_secs(2));
-        assert!(defaults.proactive);
+        assert_eq!(defaults.proactive, SitePlacement::Conservative);
+        assert_eq!(defaults.triggers, vec![TriggerSpec::Time(1)]);
         assert!(defaults.warm_start);
         assert_eq!(
             defaults.site_store, None,
             "the default directory is chosen at start-up"
         );
+        let c = config_from(&[
+            "objtier",
+            "daemon",
+            "--config",
+            path,
+            "--trigger",
+            "alloc:1G,pressure",
+            "--proactive",
+            "threshold:0.9",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.triggers,
+            vec![
+                TriggerSpec::Allocation(1 << 30),
+                TriggerSpec::Pressure(0.05)
+            ],
+            "the command line's triggers replace the file's"
+        );
+        assert_eq!(c.proactive, SitePlacement::Threshold(0.9));
+        assert!(config_from(&["objtier", "daemon", "--trigger", "sometimes"]).is_err());
         std::fs::write(&file, "prioritization = \"random\"\n").unwrap();
         let err = config_from(&["objtier", "daemon", "--config", path]).unwrap_err();
         assert!(

@@ -1,6 +1,8 @@
 //! What the daemon can be told. Defaults are the paper's (section 4.5.1).
 
-use objtier_policy::{Prioritization, DEFAULT_ALPHA, DEFAULT_FILL, DEFAULT_SPLIT_BYTES};
+use objtier_policy::{
+    Prioritization, SitePlacement, TriggerSpec, DEFAULT_ALPHA, DEFAULT_FILL, DEFAULT_SPLIT_BYTES,
+};
 use objtier_sys::damon::DamonAttrs;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,6 +14,11 @@ pub enum SourceChoice {
     Auto,
     /// DAMON virtual-address monitoring; an error if unavailable.
     Damon,
+    /// perf address sampling (PEBS, IBS, or `--event`); an error if unavailable.
+    Perf,
+    /// Page references through /proc (clear_refs, smaps, pagemap; idle page tracking where
+    /// the kernel has it): coarse, for kernels without DAMON.
+    Proc,
     /// No sampling (capacity caps are still enforced).
     None,
 }
@@ -22,9 +29,11 @@ impl std::str::FromStr for SourceChoice {
         match s {
             "auto" => Ok(Self::Auto),
             "damon" => Ok(Self::Damon),
+            "perf" => Ok(Self::Perf),
+            "proc" => Ok(Self::Proc),
             "none" => Ok(Self::None),
             _ => Err(format!(
-                "unknown access source {s:?}: use auto, damon or none"
+                "unknown access source {s:?}: use auto, perf, damon, proc or none"
             )),
         }
     }
@@ -42,8 +51,15 @@ pub struct DaemonConfig {
     /// Objects larger than this are tracked as several records (64 MiB).
     pub split_bytes: u64,
     pub prioritization: Prioritization,
+    /// When to enforce a new assignment; any one firing is enough (time:1, every interval).
+    pub triggers: Vec<TriggerSpec>,
     pub source: SourceChoice,
     pub damon: DamonAttrs,
+    /// The perf event to sample (`--event`); None: the best hardware one found.
+    pub perf_event: Option<String>,
+    /// Sample period of the perf event (`--sample-period`); None: the event's default (4096;
+    /// every fault for `page-faults`).
+    pub perf_period: Option<u64>,
     /// Explicit tiers (node lists, fastest first) instead of the kernel's ranking.
     pub tiers: Option<Vec<Vec<u32>>>,
     /// Cap on the bytes objtier places in the fastest tier, across all processes.
@@ -52,9 +68,9 @@ pub struct DaemonConfig {
     /// fastest tier except for this many bytes kept for the highest priority. None: they are
     /// kept out of it entirely (the paper's policy).
     pub fast_reserve_bytes: Option<u64>,
-    /// Proactive placement (paper §3.5): sites whose live objects were all planned below the
-    /// fastest tier start their new objects there (needs an access source).
-    pub proactive: bool,
+    /// Proactive placement by allocation site (paper §3.5): how sites whose objects are planned
+    /// below the fastest tier start their new objects there (needs an access source).
+    pub proactive: SitePlacement,
     /// Warm start (`crate::sitestore`): save the site placements each program learnt, and apply
     /// them from the start of its next run.
     pub warm_start: bool,
@@ -86,12 +102,15 @@ impl DaemonConfig {
             fill: DEFAULT_FILL,
             split_bytes: DEFAULT_SPLIT_BYTES,
             prioritization: Prioritization::Apb,
+            triggers: vec![TriggerSpec::Time(1)],
             source: SourceChoice::Auto,
             damon: DamonAttrs::default(),
+            perf_event: None,
+            perf_period: None,
             tiers: None,
             fast_capacity_bytes: None,
             fast_reserve_bytes: None,
-            proactive: true,
+            proactive: SitePlacement::Conservative,
             warm_start: true,
             site_store: None,
             rate_limit_bytes_per_second: None,

@@ -68,6 +68,13 @@ pub struct Daemon {
     pub started: Instant,
     pub totals: tiering::Totals,
     pub last_interval: Option<tiering::IntervalReport>,
+    /// The tiering policy's four routines (built from the config, or a custom one given to
+    /// [`run_with_policy`]).
+    pub policy: objtier_policy::Policy,
+    /// What the triggers have seen since the last enforcement.
+    pub since_enforcement: tiering::SinceEnforcement,
+    /// LLC-miss and instruction counters, when a trigger needs them.
+    pub llc_counters: Option<objtier_sys::perf::LlcCounters>,
     /// Warm start's store; None when warm start is off (or has no directory).
     pub site_store: Option<sitestore::SiteStore>,
     next_process_id: u64,
@@ -131,8 +138,27 @@ fn open_site_store(config: &DaemonConfig) -> anyhow::Result<Option<sitestore::Si
     }
 }
 
-/// Runs the daemon until SIGINT/SIGTERM (or, with `exit_when_idle`, until no process is left).
+/// The built-in policy the config names (`--prioritization`, `--trigger`, `--alpha`,
+/// `--fast-reserve`).
+pub fn builtin_policy(config: &DaemonConfig) -> objtier_policy::Policy {
+    objtier_policy::Policy::builtin(
+        config.alpha,
+        config.prioritization,
+        &config.triggers,
+        config.fast_reserve_bytes,
+    )
+}
+
+/// Runs the daemon with the built-in policy the config names, until SIGINT/SIGTERM (or, with
+/// `exit_when_idle`, until no process is left).
 pub fn run(config: DaemonConfig) -> anyhow::Result<()> {
+    let policy = builtin_policy(&config);
+    run_with_policy(config, policy)
+}
+
+/// Runs the daemon with any policy: the built-in routines or a program's own (see
+/// `examples/custom-policy`).
+pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> anyhow::Result<()> {
     let mut topology =
         Topology::discover(&config.sys_root).context("cannot read the NUMA topology")?;
     if let Some(tiers) = &config.tiers {
@@ -141,6 +167,14 @@ pub fn run(config: DaemonConfig) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("--tiers: {e}"))?;
     }
     let source = source::AccessSource::open(&config)?;
+    let llc_counters = if policy.needs_llc_counters() {
+        Some(
+            objtier_sys::perf::LlcCounters::open(&config.sys_root, Path::new("/proc"))
+                .context("the llc-mpi trigger needs LLC-miss and instruction counters")?,
+        )
+    } else {
+        None
+    };
     let mover: Box<dyn PageMover> = if config.dry_run {
         Box::<RecordingPageMover>::default()
     } else {
@@ -166,23 +200,14 @@ pub fn run(config: DaemonConfig) -> anyhow::Result<()> {
         tier_source = ?topology.tier_source,
         source = %source.describe(),
         interval_ms = config.interval.as_millis() as u64,
+        policy = %policy.describe(),
+        proactive = %config.proactive,
         site_store = %site_store.as_ref().map_or("off".into(), |s| s.dir().display().to_string()),
         "objtier daemon ready"
     );
-    let mut daemon = Daemon {
-        config,
-        topology,
-        processes: BTreeMap::new(),
-        source,
-        mover,
-        started: Instant::now(),
-        totals: tiering::Totals::default(),
-        last_interval: None,
-        site_store,
-        next_process_id: 1,
-        // SAFETY: geteuid has no failure mode.
-        euid: unsafe { libc::geteuid() },
-    };
+    let mut daemon = Daemon::new(config, topology, source, mover, policy);
+    daemon.llc_counters = llc_counters;
+    daemon.site_store = site_store;
     let result = daemon.serve(&listener);
     // What the attached processes learnt outlives the daemon.
     let ids: Vec<u64> = daemon.processes.keys().copied().collect();
@@ -196,6 +221,36 @@ pub fn run(config: DaemonConfig) -> anyhow::Result<()> {
 }
 
 impl Daemon {
+    /// A daemon with no process attached yet. `run` builds one from the machine; tests and
+    /// benches build one from a synthetic topology and a recording page mover, insert
+    /// `Process::synthetic` processes into `processes`, and call [`Daemon::interval`]
+    /// themselves.
+    pub fn new(
+        config: DaemonConfig,
+        topology: Topology,
+        source: source::AccessSource,
+        mover: Box<dyn PageMover>,
+        policy: objtier_policy::Policy,
+    ) -> Daemon {
+        Daemon {
+            config,
+            topology,
+            processes: BTreeMap::new(),
+            source,
+            mover,
+            started: Instant::now(),
+            totals: tiering::Totals::default(),
+            last_interval: None,
+            policy,
+            since_enforcement: tiering::SinceEnforcement::default(),
+            llc_counters: None,
+            site_store: None,
+            next_process_id: 1,
+            // SAFETY: geteuid has no failure mode.
+            euid: unsafe { libc::geteuid() },
+        }
+    }
+
     fn serve(&mut self, listener: &UnixListener) -> anyhow::Result<()> {
         let mut handshakes: Vec<Handshake> = Vec::new();
         let mut next_interval = Instant::now() + self.config.interval;
@@ -218,6 +273,13 @@ impl Daemon {
                 events: libc::POLLIN | libc::POLLRDHUP,
                 revents: 0,
             }));
+            // A process may exit without its socket hanging up (a child that inherited the
+            // socket without exec keeps it open): its pidfd says so.
+            fds.extend(self.processes.values().map(|p| libc::pollfd {
+                fd: p.pidfd.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            }));
             let timeout = next_interval
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_millis(10));
@@ -234,7 +296,10 @@ impl Daemon {
             let offset = 1 + handshakes.len();
             for (i, id) in ids.iter().enumerate() {
                 let revents = fds[offset + i].revents;
-                if revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR | libc::POLLNVAL) != 0
+                let exited = fds[offset + ids.len() + i].revents != 0;
+                if exited
+                    || revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR | libc::POLLNVAL)
+                        != 0
                     || (revents & libc::POLLIN != 0 && peer_closed(&self.processes[id].socket))
                 {
                     self.detach(*id);
@@ -267,6 +332,7 @@ impl Daemon {
             for p in self.processes.values_mut() {
                 p.drain();
             }
+            self.source.poll();
             if Instant::now() >= next_interval {
                 self.interval();
                 next_interval += self.config.interval;
@@ -378,6 +444,19 @@ impl Daemon {
                     .fold(0, |m, &n| m | 1 << n)
             })
             .collect();
+        // Bind to the process itself, not its pid. It is connected, so it has not exited and
+        // its pid cannot have been reused; the pidfd keeps that true for as long as we hold it.
+        let pidfd = match objtier_sys::socket::pidfd_open(cred.pid) {
+            Ok(fd) if !peer_closed_now(&stream) => Some(fd),
+            Ok(_) => bail!("pid {} hung up during its handshake", cred.pid),
+            Err(e) => {
+                tracing::debug!(
+                    pid = cred.pid,
+                    "no pidfd ({e}); relying on the socket alone"
+                );
+                None
+            }
+        };
         ring.header()
             .consumer_generation
             .fetch_add(1, Ordering::Relaxed);
@@ -416,6 +495,8 @@ impl Daemon {
                 proactive_streaks: HashMap::new(),
                 resync: Resync::Idle,
                 dropped_seen: 0,
+                allocated_unclaimed: 0,
+                pidfd,
                 warm: None,
             },
         );
@@ -585,6 +666,18 @@ impl Daemon {
             serde_json::json!({ "ok": true, "pid": pid, "site": format!("{site:#018x}"), "tier": tier }),
         )
     }
+}
+
+/// True if the peer has closed the socket already (non-blocking check).
+fn peer_closed_now(stream: &UnixStream) -> bool {
+    let mut fds = [libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLRDHUP,
+        revents: 0,
+    }];
+    // SAFETY: polls one fd we own, without waiting.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
+    n > 0 && fds[0].revents & (libc::POLLRDHUP | libc::POLLHUP) != 0
 }
 
 /// True if a readable socket is readable only because the peer closed it.

@@ -122,26 +122,38 @@ pub struct Object {
     pub created_ns: u64,
 }
 
-/// What the daemon keeps per record (an object, or a split part of one).
+/// What the daemon keeps per record (an object, or a split part of one), in
+/// `Process::records` under its start address: 8 bytes of key and 48 of record, 56 in all
+/// (docs/architecture.md lists the fields).
+///
+/// The access counters are `f32`: a DAMON region's weight is `nr_accesses` (at most the
+/// aggregation interval over the sampling interval: 20 by default) times its pages, so even
+/// 1,000 samples per aggregation over the largest object believed (2^35 pages) stay below
+/// 10^14, far inside `f32`'s range (10^38); its 24-bit mantissa ranks records to a few parts in
+/// 10^8, and any positive share of a region stays positive, which is what "accessed in this
+/// interval" tests. The EMA itself is computed in `f64` and only stored as `f32`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record {
     pub len: u64,
-    pub object_start: u64,
     pub site: u64,
     pub created_ns: u64,
+    /// Time of the last interval in which accesses were sampled; 0 if never.
     pub last_access_ns: u64,
-    pub ema_accesses: f64,
+    /// EMA of sampled accesses per interval (equation 1).
+    pub ema_accesses: f32,
     /// Sampled accesses attributed during the current interval.
-    pub interval_accesses: f64,
+    pub interval_accesses: f32,
     /// Sampled accesses of the last completed interval.
-    pub recent_accesses: f64,
+    pub recent_accesses: f32,
     /// Sampled accesses of the interval before that.
-    pub previous_accesses: f64,
+    pub previous_accesses: f32,
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct ProcessStats {
     pub events: u64,
+    /// Bytes of tracked objects allocated since the process attached (snapshots not counted).
+    pub allocated_bytes: u64,
     pub invalid_events: u64,
     pub ephemeral_objects: u64,
     pub frees_of_unknown: u64,
@@ -281,11 +293,98 @@ pub struct Process {
     pub resync: Resync,
     /// Drop counter value the daemon has accounted for.
     pub dropped_seen: u64,
+    /// Bytes allocated since the daemon last took them (for the allocation trigger).
+    pub allocated_unclaimed: u64,
+    /// A pidfd for the process (None on kernels before 5.3): it stays bound to this process if
+    /// the pid is reused, and tells when the process exits even while a child that inherited
+    /// its socket keeps the connection open.
+    pub pidfd: Option<std::os::fd::OwnedFd>,
     /// Warm start, when the daemon keeps a site store and knows the program.
     pub warm: Option<WarmStart>,
 }
 
 impl Process {
+    /// A process as the daemon has it after a hello, without a real peer: a fresh ring of
+    /// `ring_capacity` events (a power of two) in a sealed memfd, and one end of a socket pair
+    /// (the other end is returned; dropping it reads as the process hanging up). For tests and
+    /// benches, which play the library by pushing events into `ring.header()` and draining.
+    pub fn synthetic(
+        id: u64,
+        pid: u32,
+        ring_capacity: u32,
+        split_bytes: u64,
+    ) -> anyhow::Result<(Process, UnixStream)> {
+        use std::os::fd::FromRawFd;
+        let bytes = objtier_wire::shared_bytes(ring_capacity);
+        // SAFETY: creating, sizing and sealing a memfd we own.
+        let memfd = unsafe {
+            let fd = libc::memfd_create(c"objtier-synthetic".as_ptr(), libc::MFD_ALLOW_SEALING);
+            if fd < 0 {
+                anyhow::bail!("memfd_create: {}", std::io::Error::last_os_error());
+            }
+            let memfd = OwnedFd::from_raw_fd(fd);
+            if libc::ftruncate(fd, bytes as libc::off_t) != 0
+                || libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) != 0
+            {
+                anyhow::bail!("sizing the ring memfd: {}", std::io::Error::last_os_error());
+            }
+            memfd
+        };
+        // SAFETY: a fresh shared mapping of the whole (zeroed) memfd, initialised as the
+        // library would, then unmapped; the daemon's own mapping follows.
+        unsafe {
+            let mem = libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                memfd.as_raw_fd(),
+                0,
+            );
+            if mem == libc::MAP_FAILED {
+                anyhow::bail!("mmap of the ring: {}", std::io::Error::last_os_error());
+            }
+            RingHeader::init(mem as *mut u8, ring_capacity, pid);
+            libc::munmap(mem, bytes);
+        }
+        let ring = RingMapping::map(&memfd, bytes as u64)?;
+        let (ours, theirs) = UnixStream::pair()?;
+        let process = Process {
+            id,
+            pid,
+            uid: 0,
+            priority: 0,
+            fast_capacity_bytes: None,
+            socket: ours,
+            ring,
+            attached_ns: 0,
+            objects: BTreeMap::new(),
+            records: BTreeMap::new(),
+            pending: HashMap::new(),
+            stats: ProcessStats::default(),
+            resident_bytes_by_tier: vec![],
+            split_bytes,
+            sites: HashMap::new(),
+            advice: BTreeMap::new(),
+            placements: BTreeMap::new(),
+            proactive_streaks: HashMap::new(),
+            resync: Resync::Idle,
+            dropped_seen: 0,
+            allocated_unclaimed: 0,
+            pidfd: None,
+            warm: None,
+        };
+        Ok((process, theirs))
+    }
+
+    /// Whether the process is known to have exited (by its pidfd). Checked before every page
+    /// query and move, so a reused pid never has another program's pages moved.
+    pub fn exited(&self) -> bool {
+        self.pidfd
+            .as_ref()
+            .is_some_and(objtier_sys::socket::pidfd_exited)
+    }
+
     /// Consumes everything in the ring. Returns the number of events read.
     pub fn drain(&mut self) -> usize {
         let mut n = 0;
@@ -315,6 +414,8 @@ impl Process {
                         // An address can only hold one object: a new one replaces the old.
                         self.remove_object(event.addr);
                         self.pending.insert(event.addr, object);
+                        self.stats.allocated_bytes += event.len;
+                        self.allocated_unclaimed += event.len;
                     }
                 }
                 Some(EventKind::Free) if valid_range => {
@@ -703,7 +804,6 @@ impl Process {
                 record_start,
                 Record {
                     len,
-                    object_start: start,
                     site: object.site,
                     created_ns: object.created_ns,
                     last_access_ns: 0,
@@ -772,11 +872,21 @@ impl Process {
             let overlap_end = (record_start + record.len).min(end);
             if overlap_end > overlap_start {
                 let share = weight * (overlap_end - overlap_start) as f64 / span;
-                record.interval_accesses += share;
+                record.interval_accesses += share as f32;
                 attributed += share;
             }
         }
         attributed
+    }
+
+    /// Start of the object a record starting at `start` belongs to (records do not store it:
+    /// a split object's records lie inside it, so the object map finds it).
+    pub fn object_start_of(&self, start: u64) -> u64 {
+        self.objects
+            .range(..=start)
+            .next_back()
+            .filter(|(&s, o)| start < s + o.len)
+            .map_or(start, |(&s, _)| s)
     }
 
     /// Tracked bytes (records).
@@ -788,57 +898,11 @@ impl Process {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use objtier_wire::{shared_bytes as ring_bytes, Event};
+    use objtier_wire::Event;
 
     /// A process with a real ring and socket pair, as the daemon would have after a hello.
     pub(crate) fn process() -> (Process, UnixStream) {
-        let (a, b) = UnixStream::pair().unwrap();
-        let capacity = 64;
-        // SAFETY: memfd + truncate + map in-test; the ring is initialised before use.
-        let memfd = unsafe {
-            use std::os::fd::FromRawFd;
-            let fd = libc::memfd_create(c"test".as_ptr(), libc::MFD_ALLOW_SEALING);
-            assert!(fd >= 0);
-            libc::ftruncate(fd, ring_bytes(capacity) as i64);
-            libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK);
-            OwnedFd::from_raw_fd(fd)
-        };
-        let mem = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                ring_bytes(capacity),
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                memfd.as_raw_fd(),
-                0,
-            )
-        };
-        unsafe { RingHeader::init(mem as *mut u8, capacity, 1) };
-        let ring = RingMapping::map(&memfd, ring_bytes(capacity) as u64).unwrap();
-        let p = Process {
-            id: 1,
-            pid: 1,
-            uid: 0,
-            priority: 0,
-            fast_capacity_bytes: None,
-            socket: a,
-            ring,
-            attached_ns: 0,
-            objects: BTreeMap::new(),
-            records: BTreeMap::new(),
-            pending: HashMap::new(),
-            stats: ProcessStats::default(),
-            resident_bytes_by_tier: vec![],
-            split_bytes: 64 << 20,
-            sites: HashMap::new(),
-            advice: BTreeMap::new(),
-            placements: BTreeMap::new(),
-            proactive_streaks: HashMap::new(),
-            resync: Resync::Idle,
-            dropped_seen: 0,
-            warm: None,
-        };
-        (p, b)
+        Process::synthetic(1, 1, 64, 64 << 20).unwrap()
     }
 
     pub(crate) fn push(p: &Process, kind: EventKind, addr: u64, len: u64, flags: u32) {
@@ -881,6 +945,7 @@ pub(crate) mod tests {
         );
         p.drain();
         assert_eq!(p.records.len(), 2, "96 MiB at 64 MiB split = 2 records");
+        assert_eq!(p.object_start_of(0x4000_0000 + (64 << 20)), 0x4000_0000);
         // Accesses over the second half land on the second record only.
         let second = 0x4000_0000 + (64 << 20);
         let got = p.attribute(second, second + (32 << 20), 10.0);
@@ -890,6 +955,31 @@ pub(crate) mod tests {
         // A region half outside every record attributes half.
         assert!((p.attribute(second - 4096 * 4, second - 4096 * 2, 2.0) - 2.0).abs() < 1e-9);
         assert_eq!(p.attribute(0x1000, 0x2000, 1.0), 0.0);
+    }
+
+    /// The record layout docs/architecture.md describes: at most 64 bytes with its key.
+    #[test]
+    fn a_record_is_48_bytes_and_56_with_its_key() {
+        assert_eq!(std::mem::size_of::<Record>(), 48);
+        assert_eq!(std::mem::size_of::<(u64, Record)>(), 56);
+    }
+
+    /// `f32` counters: a region as large as the address space, sampled as often as DAMON can,
+    /// neither overflows a record nor rounds a one-page share of a single access to zero.
+    #[test]
+    fn f32_counters_keep_huge_weights_and_tiny_shares() {
+        let (mut p, _peer) = process();
+        push(&p, EventKind::Alloc, 0x10000, 4096, event_flags::SNAPSHOT);
+        p.drain();
+        let (start, end) = (0x10000u64, 0x10000u64 + MAX_OBJECT_BYTES);
+        let pages = (MAX_OBJECT_BYTES / PAGE_SIZE as u64) as f64;
+        p.attribute(start, end, 1.0);
+        let tiny = p.records[&0x10000].interval_accesses;
+        assert!(tiny > 0.0 && (tiny as f64 - 1.0 / pages).abs() < 1e-6 / pages);
+        p.records.get_mut(&0x10000).unwrap().interval_accesses = 0.0;
+        p.attribute(0x10000, 0x11000, 1000.0 * pages);
+        let huge = p.records[&0x10000].interval_accesses;
+        assert!(huge.is_finite() && (huge as f64 / (1000.0 * pages) - 1.0).abs() < 1e-7);
     }
 
     #[test]

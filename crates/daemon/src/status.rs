@@ -47,6 +47,7 @@ pub fn status_json(d: &Daemon) -> Value {
                 "events_dropped": header.dropped.load(std::sync::atomic::Ordering::Relaxed),
                 "stats": p.stats,
                 "sites": sites_json(p),
+                "hottest_records": hottest_records_json(p),
                 "advised_ranges": p.advice.len(),
                 // The program's store file, how many sites it remembered, and how many were
                 // placed at attach (the others when the library describes them).
@@ -79,8 +80,10 @@ pub fn status_json(d: &Daemon) -> Value {
             "prioritization": format!("{:?}", d.config.prioritization).to_lowercase(),
             "source": d.source.name(),
             "source_detail": d.source.describe(),
+            "source_cost": d.source.cost(),
             "dry_run": d.config.dry_run,
-            "proactive": d.config.proactive,
+            "proactive": d.config.proactive.to_string(),
+            "policy": d.policy.describe(),
             "warm_start": d.site_store.is_some(),
             "site_store": d.site_store.as_ref().map(|s| s.dir()),
             "rate_limit_bytes_per_second": d.config.rate_limit_bytes_per_second,
@@ -91,6 +94,31 @@ pub fn status_json(d: &Daemon) -> Value {
         "tiers": tiers,
         "processes": processes,
     })
+}
+
+/// Most records listed per process.
+const STATUS_RECORDS: usize = 8;
+
+/// The records with the highest access estimate (EMA), hottest first: where the access source's
+/// observations landed.
+fn hottest_records_json(p: &crate::process::Process) -> Vec<Value> {
+    let mut records: Vec<(&u64, &crate::process::Record)> = p.records.iter().collect();
+    records.sort_by(|a, b| b.1.ema_accesses.total_cmp(&a.1.ema_accesses));
+    records
+        .into_iter()
+        .take(STATUS_RECORDS)
+        .filter(|(_, r)| r.ema_accesses > 0.0)
+        .map(|(start, r)| {
+            json!({
+                "start": format!("{start:#x}"),
+                "len": r.len,
+                "object_start": format!("{:#x}", p.object_start_of(*start)),
+                "site": format!("{:#018x}", r.site),
+                "ema_accesses": r.ema_accesses,
+                "recent_accesses": r.recent_accesses,
+            })
+        })
+        .collect()
 }
 
 /// Most sites listed per process.
@@ -129,4 +157,40 @@ fn sites_json(p: &crate::process::Process) -> Vec<Value> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::tests::{process, push};
+    use objtier_wire::{event_flags, EventKind};
+
+    #[test]
+    fn hottest_records_come_hottest_first_and_unsampled_ones_not_at_all() {
+        let (mut p, _peer) = process();
+        for i in 0..4u64 {
+            push(
+                &p,
+                EventKind::Alloc,
+                0x10_0000 + i * 0x10_0000,
+                0x10_0000,
+                event_flags::SNAPSHOT,
+            );
+        }
+        p.drain();
+        for (i, ema) in [(1u64, 5.0), (3, 9.0)] {
+            p.records
+                .get_mut(&(0x10_0000 + i * 0x10_0000))
+                .unwrap()
+                .ema_accesses = ema;
+        }
+        let hottest = hottest_records_json(&p);
+        let starts: Vec<&str> = hottest
+            .iter()
+            .map(|r| r["start"].as_str().unwrap())
+            .collect();
+        assert_eq!(starts, ["0x400000", "0x200000"]);
+        assert_eq!(hottest[0]["ema_accesses"], 9.0);
+        assert_eq!(hottest[0]["len"], 0x10_0000);
+    }
 }

@@ -3,23 +3,26 @@
 //! 1. Buffered allocations that survived the interval become records.
 //! 2. The access source's regions are attributed to the records they overlap; each record's
 //!    EMA of sampled accesses is updated (equation 1, alpha 0.1).
-//! 3. `move_pages` with no target reports where every page of every record is, so budgets are
+//! 3. The policy's triggers decide whether to enforce a new assignment now (at every interval
+//!    by default); if none fires, the interval ends here.
+//! 4. `move_pages` with no target reports where every page of every record is, so budgets are
 //!    charged with what is really resident and moves name only pages that must move.
-//! 4. `objtier-policy` orders the records and assigns each a tier, filling tiers fastest first
-//!    up to their budget.
-//! 5. Pages are moved in batches, hottest promotions first, each preceded by just the demotions
+//! 5. The policy orders the records and assigns each a tier, filling tiers fastest first up to
+//!    their budget.
+//! 6. Pages are moved in batches, hottest promotions first, each preceded by just the demotions
 //!    (coldest first) that make its room in the fast tier; the other demotions follow. Moving
 //!    every demotion before any promotion would keep the hottest pages waiting behind a whole
 //!    eviction, many seconds when a high-priority program displaces another. A step migrates
 //!    for at most two intervals; the rest is planned again at once, with fresh samples.
 
+use crate::source::Target;
 use crate::{monotonic_ns, Daemon};
 use objtier_policy::{
-    assign_tiers, ema, prioritize, proactive_placements, tier_budget, Candidate, ProcessPolicy,
-    TierBudget,
+    proactive_placements, tier_budget, Candidate, ProcessPolicy, Signals, SiteRecord, TierBudget,
+    TierBytes,
 };
-use objtier_sys::damon::{coalesce_ranges, Target};
-use objtier_sys::pages::{MoveError, PageStatus, BATCH_PAGES};
+use objtier_sys::damon::coalesce_ranges;
+use objtier_sys::pages::{MoveError, PageMover, PageStatus, BATCH_PAGES};
 use objtier_wire::PAGE_SIZE;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -29,6 +32,8 @@ use std::time::Instant;
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Totals {
     pub intervals: u64,
+    /// Intervals in which a trigger fired and a new assignment was enforced.
+    pub enforcements: u64,
     pub promoted_pages: u64,
     pub demoted_pages: u64,
     pub failed_pages: u64,
@@ -45,9 +50,15 @@ pub struct Totals {
 pub struct IntervalReport {
     pub seconds_since_start: f64,
     pub duration_ms: u64,
-    pub sampled_regions: usize,
+    /// Observations the access source delivered (DAMON regions, perf samples, ...).
+    pub observations: usize,
     /// Share of sampled accesses that fell inside a tracked record.
     pub attributed_share: Option<f64>,
+    /// Whether this interval enforced a new assignment, and why (the triggers that fired).
+    pub enforced: bool,
+    pub trigger_reasons: Vec<String>,
+    /// LLC misses per instruction this interval, when counted.
+    pub llc_misses_per_instruction: Option<f64>,
     pub budget_bytes_by_tier: Vec<u64>,
     pub promoted_pages: u64,
     pub demoted_pages: u64,
@@ -57,6 +68,17 @@ pub struct IntervalReport {
     /// Pages left for the next interval by the migration rate limit (`--rate-limit`).
     pub rate_limited_pages: u64,
     pub source_error: Option<String>,
+}
+
+/// What happened since the last enforcement, for the triggers.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SinceEnforcement {
+    pub intervals: u32,
+    /// Bytes of tracked objects allocated.
+    pub allocated_bytes: u64,
+    /// The distinct application priorities attached at the last enforcement: a change (a
+    /// high-priority program arriving or leaving) always enforces, whatever the triggers say.
+    pub priorities: Vec<i32>,
 }
 
 /// How long one step may migrate, in intervals, before it plans again with fresh samples. One
@@ -126,9 +148,11 @@ fn schedule_batches(
     out
 }
 
-/// Pages of one record, located in the per-process page list.
+/// Pages of one record, located in the per-process status list.
 struct RecordPages {
     process: usize,
+    /// Address of the first page.
+    start: u64,
     first_page: usize,
     pages: usize,
     site: u64,
@@ -151,16 +175,24 @@ impl Daemon {
         let settled_ns =
             PROACTIVE_SETTLED_INTERVALS as u64 * self.config.interval.as_nanos() as u64;
         for (pi, id) in process_ids.iter().enumerate() {
+            // A process's records are consecutive in the plan.
+            let mine = spans.partition_point(|s| s.process < pi)
+                ..spans.partition_point(|s| s.process <= pi);
             let wishes = proactive_placements(
-                spans
+                self.config.proactive,
+                spans[mine.clone()]
                     .iter()
-                    .zip(candidates)
-                    .zip(assignment)
-                    .filter(|((span, _), _)| span.process == pi)
+                    .zip(&candidates[mine.clone()])
+                    .zip(&assignment[mine])
                     .map(|((span, c), &tier)| {
                         let settled = now.saturating_sub(c.created_ns) >= settled_ns;
                         let sustained = c.recent_accesses > 0.0 && c.previous_accesses > 0.0;
-                        (span.site, tier, sustained && settled)
+                        SiteRecord {
+                            site: span.site,
+                            tier,
+                            bytes: c.len_bytes,
+                            warm: sustained && settled,
+                        }
                     }),
             );
             let Some(p) = self.processes.get_mut(id) else {
@@ -194,6 +226,108 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// Step 3: asks the policy's triggers whether to enforce now; records why in `report`.
+    /// Besides the triggers, a migration left unfinished by the last step (time or rate limit)
+    /// goes on, and a change of the attached priorities always re-plans.
+    fn check_triggers(&mut self, report: &mut IntervalReport) -> bool {
+        let since = &mut self.since_enforcement;
+        since.intervals = since.intervals.saturating_add(1);
+        for p in self.processes.values_mut() {
+            since.allocated_bytes = since
+                .allocated_bytes
+                .saturating_add(std::mem::take(&mut p.allocated_unclaimed));
+        }
+        let (llc_misses, instructions) = match self.llc_counters.as_mut().map(|c| c.read()) {
+            Some(Ok((misses, instructions))) => (Some(misses), Some(instructions)),
+            Some(Err(e)) => {
+                tracing::warn!("cannot read the LLC counters: {e}");
+                (None, None)
+            }
+            None => (None, None),
+        };
+        if let (Some(m), Some(i)) = (llc_misses, instructions) {
+            report.llc_misses_per_instruction = (i > 0).then(|| m as f64 / i as f64);
+        }
+        let (fast_capacity_bytes, fast_free_bytes) = if self.topology.tiers.is_empty() {
+            (0, 0)
+        } else {
+            self.topology.tier_bytes(0)
+        };
+        let signals = Signals {
+            intervals_since_enforcement: since.intervals,
+            allocated_bytes_since_enforcement: since.allocated_bytes,
+            fast_capacity_bytes,
+            fast_free_bytes,
+            llc_misses,
+            instructions,
+        };
+        let mut reasons = self.policy.check_triggers(&signals);
+        let mut priorities: Vec<i32> = self.processes.values().map(|p| p.priority).collect();
+        priorities.sort_unstable();
+        priorities.dedup();
+        if priorities != since.priorities {
+            reasons.push("the attached application priorities changed".into());
+        }
+        if self
+            .last_interval
+            .as_ref()
+            .is_some_and(|r| r.deferred_pages + r.rate_limited_pages > 0)
+        {
+            reasons.push("the last migration was left unfinished".into());
+        }
+        if reasons.is_empty() {
+            return false;
+        }
+        tracing::debug!(?reasons, "enforcing");
+        *since = SinceEnforcement {
+            priorities,
+            ..SinceEnforcement::default()
+        };
+        report.enforced = true;
+        report.trigger_reasons = reasons;
+        true
+    }
+}
+
+/// The tier of each node id (`Topology::tier_of_node` as a table, for a lookup per page).
+fn node_tier_table(topology: &objtier_sys::topology::Topology) -> Vec<Option<usize>> {
+    let nodes = topology.tiers.iter().flat_map(|t| t.nodes.iter().copied());
+    let len = nodes.max().map_or(0, |n| n as usize + 1);
+    (0..len).map(|n| topology.tier_of_node(n as u32)).collect()
+}
+
+/// Asks `mover` where `batch`'s pages are, appends their statuses to `status` and empties
+/// `batch`. Once the process is gone or its pages cannot be located, the rest of its pages are
+/// marked with that error without asking again.
+fn locate(
+    mover: &mut dyn PageMover,
+    pid: u32,
+    batch: &mut Vec<u64>,
+    status: &mut Vec<PageStatus>,
+    failed: &mut Option<PageStatus>,
+) {
+    let from = status.len();
+    status.resize(from + batch.len(), -libc::ENOENT);
+    let result = match *failed {
+        Some(errno) => Err(errno),
+        None if batch.is_empty() => Ok(()),
+        None => match mover.query(pid, batch, &mut status[from..]) {
+            Ok(()) => Ok(()),
+            Err(MoveError::ProcessGone { .. }) => Err(-libc::ESRCH),
+            Err(e) => {
+                tracing::warn!(pid, "cannot locate pages: {e}");
+                Err(-libc::EIO)
+            }
+        },
+    };
+    if let Err(errno) = result {
+        status[from..].fill(errno);
+        *failed = Some(errno);
+    }
+    batch.clear();
+}
+
 fn errno_name(errno: i32) -> String {
     match errno {
         libc::ENOMEM => "ENOMEM".into(),
@@ -220,18 +354,16 @@ impl Daemon {
         let latest_by_pid: HashMap<u32, u64> =
             self.processes.values().map(|p| (p.pid, p.id)).collect();
         match self.source.observe() {
-            Ok(regions) => {
-                report.sampled_regions = regions.len();
+            Ok(observations) => {
+                report.observations = observations.len();
                 let (mut sampled, mut attributed) = (0.0, 0.0);
-                for (pid, region) in regions {
-                    let weight = region.nr_accesses as f64
-                        * ((region.end - region.start) / PAGE_SIZE as u64) as f64;
-                    sampled += weight;
-                    let Some(id) = latest_by_pid.get(&pid) else {
+                for o in observations {
+                    sampled += o.weight;
+                    let Some(id) = latest_by_pid.get(&o.pid) else {
                         continue;
                     };
                     if let Some(p) = self.processes.get_mut(id) {
-                        attributed += p.attribute(region.start, region.end, weight);
+                        attributed += p.attribute(o.start, o.end, o.weight);
                     }
                 }
                 self.totals.sampled_weight += sampled;
@@ -243,10 +375,21 @@ impl Daemon {
                 report.source_error = Some(e.to_string());
             }
         }
-        let alpha = self.config.alpha;
         for p in self.processes.values_mut() {
             for record in p.records.values_mut() {
-                record.ema_accesses = ema(record.ema_accesses, record.interval_accesses, alpha);
+                // Below the smallest normal f32 (about 10^-38 accesses an interval) the EMA is 0:
+                // a decaying value would otherwise end as a subnormal, slow to compute with,
+                // that never reaches 0 (0.9 times the smallest subnormal rounds back up to it).
+                let aggregated = self
+                    .policy
+                    .aggregate
+                    .aggregate(record.ema_accesses as f64, record.interval_accesses as f64)
+                    as f32;
+                record.ema_accesses = if aggregated < f32::MIN_POSITIVE {
+                    0.0
+                } else {
+                    aggregated
+                };
                 if record.interval_accesses > 0.0 {
                     record.last_access_ns = now_ns;
                 }
@@ -315,78 +458,107 @@ impl Daemon {
             report.source_error = Some(e.to_string());
         }
 
-        // 3. Where the pages are.
+        // 3. Trigger.
         self.topology.refresh_free(&self.config.sys_root);
+        if !self.check_triggers(&mut report) {
+            self.totals.intervals += 1;
+            report.duration_ms = started.elapsed().as_millis() as u64;
+            tracing::debug!(?report, "interval (no trigger fired)");
+            self.last_interval = Some(report);
+            return;
+        }
+        self.totals.enforcements += 1;
+
+        // 4. Where the pages are, asked a batch of records at a time. A record's pages are
+        // consecutive, so only their statuses are kept (4 bytes a page); step 6 recomputes the
+        // addresses.
         let tiers = self.topology.tiers.len();
+        let node_tiers = node_tier_table(&self.topology);
+        let tier_of = |s: PageStatus| -> Option<usize> {
+            usize::try_from(s)
+                .ok()
+                .and_then(|node| node_tiers.get(node).copied().flatten())
+        };
         let process_ids: Vec<u64> = self.processes.keys().copied().collect();
-        let mut page_lists: Vec<Vec<u64>> = Vec::with_capacity(process_ids.len());
         let mut statuses: Vec<Vec<PageStatus>> = Vec::with_capacity(process_ids.len());
-        let mut candidates = Vec::new();
-        let mut spans = Vec::new();
+        let record_count = self.processes.values().map(|p| p.records.len()).sum();
+        let mut candidates = Vec::with_capacity(record_count);
+        let mut spans = Vec::with_capacity(record_count);
         let mut policies = Vec::with_capacity(process_ids.len());
+        let mut batch: Vec<u64> = Vec::with_capacity(BATCH_PAGES);
         for (pi, id) in process_ids.iter().enumerate() {
             let p = &self.processes[id];
             policies.push(ProcessPolicy {
                 fast_cap_bytes: p.fast_capacity_bytes,
                 priority: p.priority,
             });
-            let pages: Vec<u64> = p
-                .records
-                .iter()
-                .flat_map(|(start, r)| (*start..start + r.len).step_by(PAGE_SIZE))
-                .collect();
-            let mut status = vec![-libc::ENOENT; pages.len()];
-            match self.mover.query(p.pid, &pages, &mut status) {
-                Ok(()) => {}
-                Err(MoveError::ProcessGone { .. }) => status.fill(-libc::ESRCH),
-                Err(e) => {
-                    tracing::warn!(pid = p.pid, "cannot locate pages: {e}");
-                    status.fill(-libc::EIO);
-                }
-            }
-            let mut first_page = 0;
+            // One pass over the records: a batch of whole records' pages is located, then
+            // those records become candidates.
+            let mut status: Vec<PageStatus> = Vec::new();
+            // A process known to have exited is not asked (its pid may be another's now).
+            let mut failed = p.exited().then_some(-libc::ESRCH);
             let mut process_resident = vec![0u64; tiers];
-            for (&start, record) in &p.records {
-                let n = (record.len / PAGE_SIZE as u64) as usize;
-                let mut resident = vec![0u64; tiers];
-                for &s in &status[first_page..first_page + n] {
-                    if s >= 0 {
-                        if let Some(t) = self.topology.tier_of_node(s as u32) {
+            let mut records = p.records.iter().peekable();
+            let mut located: Vec<(u64, &crate::process::Record)> = Vec::new();
+            while records.peek().is_some() {
+                located.clear();
+                while let Some(&(&start, record)) = records.peek() {
+                    let n = (record.len / PAGE_SIZE as u64) as usize;
+                    if !located.is_empty() && batch.len() + n > BATCH_PAGES {
+                        break;
+                    }
+                    batch.extend((start..start + record.len).step_by(PAGE_SIZE));
+                    located.push((start, record));
+                    records.next();
+                }
+                let mut first_page = status.len();
+                locate(
+                    self.mover.as_mut(),
+                    p.pid,
+                    &mut batch,
+                    &mut status,
+                    &mut failed,
+                );
+                for &(start, record) in &located {
+                    let n = (record.len / PAGE_SIZE as u64) as usize;
+                    let mut resident = TierBytes::from_elem(0, tiers);
+                    for &s in &status[first_page..first_page + n] {
+                        if let Some(t) = tier_of(s) {
                             resident[t] += PAGE_SIZE as u64;
                         }
                     }
+                    for (sum, r) in process_resident.iter_mut().zip(&resident) {
+                        *sum += r;
+                    }
+                    candidates.push(Candidate {
+                        id: candidates.len(),
+                        process: pi,
+                        len_bytes: record.len,
+                        created_ns: record.created_ns,
+                        last_access_ns: record.last_access_ns,
+                        ema_accesses: record.ema_accesses as f64,
+                        recent_accesses: record.recent_accesses as f64,
+                        previous_accesses: record.previous_accesses as f64,
+                        resident_bytes_by_tier: resident,
+                        advice: p.advice_for(start, record.len),
+                    });
+                    spans.push(RecordPages {
+                        process: pi,
+                        start,
+                        first_page,
+                        pages: n,
+                        site: record.site,
+                    });
+                    first_page += n;
                 }
-                for (sum, r) in process_resident.iter_mut().zip(&resident) {
-                    *sum += r;
-                }
-                candidates.push(Candidate {
-                    id: candidates.len(),
-                    process: pi,
-                    len_bytes: record.len,
-                    created_ns: record.created_ns,
-                    last_access_ns: record.last_access_ns,
-                    ema_accesses: record.ema_accesses,
-                    recent_accesses: record.recent_accesses,
-                    previous_accesses: record.previous_accesses,
-                    resident_bytes_by_tier: resident,
-                    advice: p.advice_for(start, record.len),
-                });
-                spans.push(RecordPages {
-                    process: pi,
-                    first_page,
-                    pages: n,
-                    site: record.site,
-                });
-                first_page += n;
             }
-            page_lists.push(pages);
             statuses.push(status);
             if let Some(p) = self.processes.get_mut(id) {
                 p.resident_bytes_by_tier = process_resident;
             }
         }
 
-        // 4. Plan.
+        // 5. Plan.
         let mut budgets = Vec::with_capacity(tiers);
         for tier in 0..tiers {
             if tier + 1 == tiers {
@@ -410,31 +582,40 @@ impl Daemon {
             });
         }
         report.budget_bytes_by_tier = budgets.iter().map(|b| b.budget_bytes).collect();
-        let order = prioritize(&candidates, self.config.prioritization);
-        let assignment = assign_tiers(
-            &candidates,
-            &order,
-            &budgets,
-            &policies,
-            self.config.fast_reserve_bytes,
-        );
+        let order = self.policy.prioritize.order(&candidates);
+        let assignment = self
+            .policy
+            .enforce
+            .assign(&candidates, &order, &budgets, &policies);
 
-        // Proactive placement: sites whose objects were all planned below the fastest tier start
+        // Proactive placement: sites whose objects are planned below the fastest tier start
         // new ones there. Only with samples: without them, "planned slow" means "not seen".
-        if self.config.proactive && self.source.samples() {
+        if self.source.samples() {
             self.place_sites_proactively(&process_ids, &spans, &candidates, &assignment);
         }
 
-        // 5. Migrate: work out, in one pass over every record's pages, what moves down and
+        // 6. Migrate: work out, in one pass over every record's pages, what moves down and
         // what moves up; demotions go coldest first, promotions hottest first.
         let target_nodes: Vec<u32> = (0..tiers).map(|t| self.target_node(t)).collect();
         // (process index, target tier, pages), in the order they should move.
-        let mut down_by_rank = Vec::with_capacity(order.len());
+        let mut down_by_rank = Vec::new();
         let mut promotions: Vec<(usize, usize, Vec<u64>)> = Vec::new();
         for &ci in &order {
-            let (down, up) = self.moves_of(&spans[ci], assignment[ci], &page_lists, &statuses);
-            push_merged(&mut promotions, spans[ci].process, assignment[ci], up);
-            down_by_rank.push((spans[ci].process, assignment[ci], down));
+            // Most records are already where they belong: no page of theirs to look at.
+            let target = assignment[ci];
+            let resident = &candidates[ci].resident_bytes_by_tier;
+            if resident
+                .iter()
+                .enumerate()
+                .all(|(t, &b)| t == target || b == 0)
+            {
+                continue;
+            }
+            let (down, up) = self.moves_of(&spans[ci], target, &statuses);
+            push_merged(&mut promotions, spans[ci].process, target, up);
+            if !down.is_empty() {
+                down_by_rank.push((spans[ci].process, target, down));
+            }
         }
         let mut demotions: Vec<(usize, usize, Vec<u64>)> = Vec::new();
         for (process, tier, pages) in down_by_rank.into_iter().rev() {
@@ -477,10 +658,16 @@ impl Daemon {
             if dead[pi] {
                 continue;
             }
-            let pid = self.processes[&process_ids[pi]].pid;
+            let process = &self.processes[&process_ids[pi]];
+            let pid = process.pid;
             let node = target_nodes[tier];
             let mut status = vec![0; pages.len()];
-            match self.mover.move_to(pid, &pages, node, &mut status) {
+            let moved = if process.exited() {
+                Err(MoveError::ProcessGone { pid })
+            } else {
+                self.mover.move_to(pid, &pages, node, &mut status)
+            };
+            match moved {
                 Ok(()) => {}
                 Err(MoveError::ProcessGone { .. }) => {
                     tracing::info!(pid, "process exited during migration; skipping it");
@@ -555,21 +742,18 @@ impl Daemon {
         &self,
         span: &RecordPages,
         target: usize,
-        page_lists: &[Vec<u64>],
         statuses: &[Vec<PageStatus>],
     ) -> (Vec<u64>, Vec<u64>) {
         let range = span.first_page..span.first_page + span.pages;
         let (mut down, mut up) = (Vec::new(), Vec::new());
-        for (page, &status) in page_lists[span.process][range.clone()]
-            .iter()
-            .zip(&statuses[span.process][range])
-        {
+        let pages = (span.start..).step_by(PAGE_SIZE);
+        for (page, &status) in pages.zip(&statuses[span.process][range]) {
             if status < 0 {
                 continue; // not present (or process gone): nothing to move
             }
             match self.topology.tier_of_node(status as u32) {
-                Some(current) if current < target => down.push(*page),
-                Some(current) if current > target => up.push(*page),
+                Some(current) if current < target => down.push(page),
+                Some(current) if current > target => up.push(page),
                 _ => {}
             }
         }
@@ -596,9 +780,7 @@ mod tests {
     use objtier_sys::pages::{RecordedCall, RecordingPageMover};
     use objtier_sys::topology::{Node, Tier, TierSource, Topology};
     use objtier_wire::{event_flags, EventKind};
-    use std::collections::BTreeMap;
     use std::sync::{Arc, Mutex};
-    use std::time::Instant;
 
     const MIB: u64 = 1 << 20;
 
@@ -642,21 +824,11 @@ mod tests {
     ) -> Daemon {
         let mut config = DaemonConfig::new(sys.path().join("sock"));
         config.sys_root = sys.path().to_owned();
-        Daemon {
-            config,
-            topology,
-            processes: BTreeMap::from([(process.id, process)]),
-            source: AccessSource::None {
-                reason: "test".into(),
-            },
-            mover: Box::new(fake.clone()),
-            started: Instant::now(),
-            totals: Default::default(),
-            last_interval: None,
-            site_store: None,
-            next_process_id: 2,
-            euid: 0,
-        }
+        let policy = crate::builtin_policy(&config);
+        let source = AccessSource::none("test");
+        let mut daemon = Daemon::new(config, topology, source, Box::new(fake.clone()), policy);
+        daemon.processes.insert(process.id, process);
+        daemon
     }
 
     /// Nine cold 1 MiB objects filling a 10 MiB fast tier (0.9 fill, nothing free) and a hot
@@ -731,6 +903,11 @@ mod tests {
         assert_eq!(promoted.len() as u64, 2 * MIB / 4096);
         assert!(promoted.iter().all(|&a| a >= hot && a < hot + 2 * MIB));
         assert!(matches!(fake.calls[0], RecordedCall::Query { .. }));
+        let mut every_page: Vec<u64> = moves.iter().flat_map(|(_, pages)| pages.clone()).collect();
+        let moved = every_page.len();
+        every_page.sort_unstable();
+        every_page.dedup();
+        assert_eq!(every_page.len(), moved, "no page moves twice in one plan");
         let report = daemon.last_interval.as_ref().unwrap();
         assert_eq!(report.demoted_pages, 512);
         assert_eq!(report.promoted_pages, 512);
@@ -754,6 +931,110 @@ mod tests {
         daemon.interval();
         let report = daemon.last_interval.as_ref().unwrap();
         assert_eq!((report.promoted_pages, report.demoted_pages), (0, 0));
+    }
+
+    /// With `time:3` nothing moves until the third interval; with `alloc:SIZE` nothing moves
+    /// until that much was allocated. The first interval always plans: the attached
+    /// priorities changed (from none).
+    #[test]
+    fn triggers_gate_enforcement() {
+        use objtier_policy::TriggerSpec;
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut daemon, hot) = hot_object_behind_a_full_fast_tier(&fake, &sys);
+        daemon.policy = objtier_policy::Policy::builtin(
+            0.1,
+            objtier_policy::Prioritization::Apb,
+            &[TriggerSpec::Time(3)],
+            None,
+        );
+        // The priorities "changed" at the start; acknowledge them without moving anything.
+        daemon.since_enforcement.priorities = vec![0];
+        let id = *daemon.processes.keys().next().unwrap();
+        let heat = |d: &mut Daemon| {
+            d.processes
+                .get_mut(&id)
+                .unwrap()
+                .records
+                .get_mut(&hot)
+                .unwrap()
+                .interval_accesses = 100.0;
+        };
+        for expected in [false, false, true] {
+            heat(&mut daemon);
+            daemon.interval();
+            let report = daemon.last_interval.as_ref().unwrap();
+            assert_eq!(report.enforced, expected, "{report:?}");
+            assert_eq!(report.promoted_pages > 0, expected);
+        }
+        assert_eq!(daemon.totals.enforcements, 1);
+        assert!(daemon.last_interval.as_ref().unwrap().trigger_reasons[0].contains("3 interval"));
+
+        // Allocation trigger: 2 MiB allocated against a 4 MiB threshold, then 2 more.
+        daemon.policy.triggers = vec![TriggerSpec::Allocation(4 * MIB).build()];
+        let p = daemon.processes.get_mut(&id).unwrap();
+        push(p, EventKind::Alloc, 0x7100_0000_0000, 2 * MIB, 0);
+        p.drain();
+        daemon.interval();
+        assert!(!daemon.last_interval.as_ref().unwrap().enforced);
+        let p = daemon.processes.get_mut(&id).unwrap();
+        push(p, EventKind::Alloc, 0x7200_0000_0000, 2 * MIB, 0);
+        p.drain();
+        daemon.interval();
+        let report = daemon.last_interval.as_ref().unwrap();
+        assert!(report.enforced);
+        assert!(
+            report.trigger_reasons[0].contains("4M allocated"),
+            "{report:?}"
+        );
+
+        // A new priority always re-plans.
+        daemon.processes.get_mut(&id).unwrap().priority = 5;
+        daemon.interval();
+        let report = daemon.last_interval.as_ref().unwrap();
+        assert!(report.enforced);
+        assert!(report.trigger_reasons[0].contains("priorities changed"));
+    }
+
+    /// A process whose pidfd says it exited is never queried nor moved, even if the fake
+    /// kernel still answers for its pid (as it would for another program reusing the pid).
+    #[test]
+    fn an_exited_process_is_never_touched_even_if_its_pid_answers() {
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut daemon, _hot) = hot_object_behind_a_full_fast_tier(&fake, &sys);
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pidfd = objtier_sys::socket::pidfd_open(child.id());
+        child.wait().unwrap();
+        let Ok(pidfd) = pidfd else {
+            return; // a kernel without pidfds: nothing to test
+        };
+        let id = *daemon.processes.keys().next().unwrap();
+        daemon.processes.get_mut(&id).unwrap().pidfd = Some(pidfd);
+        fake.lock().unwrap().calls.clear();
+        daemon.interval();
+        assert!(fake.lock().unwrap().calls.is_empty());
+        let report = daemon.last_interval.as_ref().unwrap();
+        assert_eq!(report.promoted_pages + report.demoted_pages, 0);
+    }
+
+    /// An EMA decayed below the smallest normal `f32` becomes 0, not a subnormal that would
+    /// never leave (0.9 times the smallest subnormal rounds back to it).
+    #[test]
+    fn a_vanishing_ema_becomes_zero() {
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut p, _peer) = process();
+        push(&p, EventKind::Alloc, 0x10_0000, MIB, event_flags::SNAPSHOT);
+        push(&p, EventKind::Alloc, 0x20_0000, MIB, event_flags::SNAPSHOT);
+        p.drain();
+        p.records.get_mut(&0x10_0000).unwrap().ema_accesses = f32::MIN_POSITIVE;
+        p.records.get_mut(&0x20_0000).unwrap().ema_accesses = 2.0 * f32::MIN_POSITIVE;
+        let mut daemon = daemon_with(two_tiers(10 * MIB, 10 * MIB), p, &fake, &sys);
+        daemon.interval();
+        let records = &daemon.processes.values().next().unwrap().records;
+        assert_eq!(records[&0x10_0000].ema_accesses, 0.0);
+        assert_eq!(records[&0x20_0000].ema_accesses, 1.8 * f32::MIN_POSITIVE);
     }
 
     /// A process that vanishes mid-migration is skipped without disturbing the daemon.

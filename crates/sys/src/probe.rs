@@ -160,69 +160,101 @@ pub fn probe_damon(roots: &Roots, euid: u32) -> SourceReport {
     }
 }
 
-/// PMU address sampling (PEBS, IBS, SPE). objtier does not use it yet; doctor says what the
-/// machine would offer.
-pub fn probe_perf(roots: &Roots) -> SourceReport {
-    let devices_dir = roots.sys.join("bus/event_source/devices");
-    let mut devices: Vec<String> = fs::read_dir(&devices_dir)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    devices.sort();
+/// PMU address sampling (PEBS, IBS; SPE is detected but not captured yet), found the way the
+/// daemon's `--source perf` finds it ([`crate::perf::event::discover`]).
+pub fn probe_perf(roots: &Roots, euid: u32) -> SourceReport {
     let paranoid = read_trim(&roots.proc.join("sys/kernel/perf_event_paranoid"));
-    let hardware: Vec<&String> = devices
-        .iter()
-        .filter(|d| {
-            d.as_str() == "cpu"
-                || d.starts_with("cpu_")
-                || d.as_str() == "ibs_op"
-                || d.starts_with("arm_spe")
-        })
-        .collect();
-    let mem_loads = ["cpu", "cpu_core"]
-        .iter()
-        .any(|pmu| devices_dir.join(pmu).join("events/mem-loads").exists());
-    let what = if hardware.is_empty() {
-        format!(
-            "no hardware PMU (event sources: {}); usual in VMs without PMU passthrough",
-            if devices.is_empty() {
-                "none".into()
-            } else {
-                devices.join(", ")
+    let paranoid_value = paranoid.as_deref().and_then(|p| p.parse::<i32>().ok());
+    let fallback = "the software page-faults event still works for testing the path \
+                    (`--source perf --event page-faults`: it sees first touches and refaults \
+                    only)";
+    let Some(paranoid_value) = paranoid_value else {
+        return SourceReport {
+            name: "perf",
+            implemented: true,
+            usable: false,
+            detail: "perf_event_paranoid unreadable: a kernel without perf events".into(),
+            remedy: Some("use a kernel with CONFIG_PERF_EVENTS, or --source damon".into()),
+        };
+    };
+    match crate::perf::event::discover(&roots.sys) {
+        Err(why) => SourceReport {
+            name: "perf",
+            implemented: true,
+            usable: false,
+            detail: format!("{why}; perf_event_paranoid={paranoid_value}"),
+            remedy: Some(format!(
+                "run on hardware (or a VM with PMU passthrough) with Intel PEBS or AMD IBS, or \
+                 use --source damon; {fallback}"
+            )),
+        },
+        Ok(events) => {
+            let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+            let allowed = euid == 0 || paranoid_value <= 0;
+            SourceReport {
+                name: "perf",
+                implemented: true,
+                usable: allowed,
+                detail: format!(
+                    "address sampling with {}, period {}; perf_event_paranoid={paranoid_value}",
+                    names.join(" + "),
+                    crate::perf::event::DEFAULT_PERIOD
+                ),
+                remedy: (!allowed).then(|| {
+                    "system-wide sampling needs root or CAP_PERFMON, or sysctl \
+                     kernel.perf_event_paranoid=0"
+                        .to_string()
+                }),
             }
-        )
-    } else {
-        let kinds: Vec<&str> = hardware
-            .iter()
-            .map(|d| match d.as_str() {
-                "ibs_op" => "AMD IBS op sampling",
-                d if d.starts_with("arm_spe") => "Arm SPE",
-                _ if mem_loads => "Intel PEBS (mem-loads)",
-                _ => "a CPU PMU without the mem-loads event",
-            })
-            .collect();
-        format!("hardware PMU: {}", kinds.join(", "))
-    };
-    let paranoid_note = match paranoid.as_deref().and_then(|p| p.parse::<i32>().ok()) {
-        Some(p) if p > 0 => format!(
-            "; perf_event_paranoid={p} (system-wide sampling needs root or CAP_PERFMON, or \
-             sysctl kernel.perf_event_paranoid=-1)"
-        ),
-        Some(p) => format!("; perf_event_paranoid={p}"),
-        None => "; perf_event_paranoid unreadable (kernel without perf events?)".into(),
-    };
+        }
+    }
+}
+
+/// The `proc` source (page references through /proc): whether it works here, and how precisely
+/// it sees accesses with this kernel and user.
+pub fn probe_proc(roots: &Roots, euid: u32) -> SourceReport {
+    use crate::procrefs::{Precision, Support};
+    let support = Support::probe(&roots.proc, &roots.sys);
+    let (precision, not_taken) =
+        match Precision::choose(&support, euid) {
+            Ok(chosen) => chosen,
+            Err(why) => return SourceReport {
+                name: "proc",
+                implemented: true,
+                usable: false,
+                detail: why,
+                remedy: Some(
+                    "use a kernel built with CONFIG_PROC_PAGE_MONITOR (distribution kernels are)"
+                        .into(),
+                ),
+            },
+        };
+    let mut detail = precision.describe().to_owned();
+    if euid != 0 {
+        detail.push_str(&format!(
+            "; as uid {euid} it follows only that user's processes"
+        ));
+    }
+    if !not_taken.is_empty() {
+        detail.push_str(&format!("; {}", not_taken.join("; ")));
+    }
+    let mut better = Vec::new();
+    if precision != Precision::IdlePages {
+        better.push(if support.idle_bitmap {
+            "run the daemon as root for per-page reads and writes (idle page tracking)"
+        } else {
+            "per-page reads and writes need a kernel with CONFIG_IDLE_PAGE_TRACKING"
+        });
+        if !support.soft_dirty {
+            better.push("per-page writes need a kernel with CONFIG_MEM_SOFT_DIRTY");
+        }
+    }
     SourceReport {
-        name: "perf",
-        implemented: false,
-        usable: false,
-        detail: format!("{what}{paranoid_note}"),
-        remedy: Some(
-            "objtier's PMU address-sampling source is not implemented yet; DAMON is used instead"
-                .into(),
-        ),
+        name: "proc",
+        implemented: true,
+        usable: true,
+        detail,
+        remedy: (!better.is_empty()).then(|| format!("for more precision: {}", better.join("; "))),
     }
 }
 
@@ -292,27 +324,74 @@ mod tests {
     }
 
     #[test]
+    fn proc_says_how_precise_it_is() {
+        let (_dir, roots) = tree();
+        let r = probe_proc(&roots, 0);
+        assert!(
+            !r.usable && r.detail.contains("CONFIG_PROC_PAGE_MONITOR"),
+            "{r:?}"
+        );
+        let own = roots.proc.join("self");
+        write(own.join("clear_refs"), "");
+        write(own.join("pagemap"), "");
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/proc");
+        // This project's host: neither soft-dirty bits nor idle page tracking.
+        fs::copy(fixtures.join("smaps-6.18"), own.join("smaps")).unwrap();
+        let r = probe_proc(&roots, 0);
+        assert!(r.usable, "{r:?}");
+        assert!(
+            r.detail.contains("per mapping for reads and writes"),
+            "{r:?}"
+        );
+        let remedy = r.remedy.unwrap();
+        assert!(remedy.contains("CONFIG_MEM_SOFT_DIRTY") && remedy.contains("IDLE_PAGE"));
+        // Debian's kernels: soft-dirty bits, no idle page tracking.
+        fs::copy(fixtures.join("smaps-6.12-debian"), own.join("smaps")).unwrap();
+        let r = probe_proc(&roots, 1000);
+        assert!(r.usable, "{r:?}");
+        assert!(
+            r.detail
+                .contains("per mapping for reads, per page for writes")
+                && r.detail.contains("uid 1000"),
+            "{r:?}"
+        );
+        // With idle page tracking, as root: per page.
+        write(roots.sys.join("kernel/mm/page_idle/bitmap"), "");
+        let r = probe_proc(&roots, 0);
+        assert!(
+            r.detail.contains("per page (reads and writes alike)"),
+            "{r:?}"
+        );
+        assert_eq!(r.remedy, None);
+        assert!(probe_proc(&roots, 1000)
+            .remedy
+            .unwrap()
+            .contains("run the daemon as root"));
+    }
+
+    #[test]
     fn perf_reports_what_the_machine_has() {
         let (_dir, roots) = tree();
         write(roots.proc.join("sys/kernel/perf_event_paranoid"), "2\n");
         for d in ["software", "tracepoint", "breakpoint"] {
             fs::create_dir_all(roots.sys.join("bus/event_source/devices").join(d)).unwrap();
         }
-        let r = probe_perf(&roots);
-        assert!(!r.usable && !r.implemented);
+        let r = probe_perf(&roots, 1000);
+        assert!(!r.usable && r.implemented);
         assert!(
-            r.detail.contains("no hardware PMU") && r.detail.contains("paranoid=2"),
+            r.detail.contains("no PMU with address sampling") && r.detail.contains("paranoid=2"),
             "{r:?}"
         );
-        write(
-            roots
-                .sys
-                .join("bus/event_source/devices/cpu/events/mem-loads"),
-            "event=0xcd\n",
-        );
-        let r = probe_perf(&roots);
+        assert!(r.remedy.unwrap().contains("--event page-faults"));
+        let cpu = roots.sys.join("bus/event_source/devices/cpu");
+        write(cpu.join("events/mem-loads"), "event=0xcd,umask=0x1\n");
+        write(cpu.join("format/event"), "config:0-7\n");
+        write(cpu.join("format/umask"), "config:8-15\n");
+        write(cpu.join("type"), "4\n");
+        let r = probe_perf(&roots, 1000);
         assert!(r.detail.contains("PEBS"), "{r:?}");
-        fs::create_dir_all(roots.sys.join("bus/event_source/devices/ibs_op")).unwrap();
-        assert!(probe_perf(&roots).detail.contains("IBS"));
+        assert!(!r.usable, "paranoid 2 and not root");
+        assert!(r.remedy.unwrap().contains("CAP_PERFMON"));
+        assert!(probe_perf(&roots, 0).usable, "root may");
     }
 }

@@ -80,3 +80,56 @@ pub fn recv_with_fd(socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<(usize,
     }
     Ok((n as usize, received))
 }
+
+/// A pidfd for `pid` (`pidfd_open(2)`, Linux 5.3+): a handle that stays bound to this process
+/// even after its pid is reused, and becomes readable when the process exits.
+pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the syscall returned a new fd that we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Whether the process behind a pidfd has exited (its pidfd is readable).
+pub fn pidfd_exited(pidfd: &impl AsRawFd) -> bool {
+    let mut fds = [libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: polls one fd we own, without waiting.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
+    n > 0 && fds[0].revents != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pidfd_tells_when_its_process_exits() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pidfd = match pidfd_open(child.id()) {
+            Ok(fd) => fd,
+            Err(e) => {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                if e.raw_os_error() == Some(libc::ENOSYS) {
+                    return; // a kernel before 5.3
+                }
+                panic!("pidfd_open: {e}");
+            }
+        };
+        assert!(!pidfd_exited(&pidfd));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(pidfd_exited(&pidfd));
+        assert!(pidfd_open(u32::MAX >> 1).is_err(), "no such process");
+    }
+}

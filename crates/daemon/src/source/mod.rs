@@ -1,0 +1,227 @@
+//! Where access observations come from.
+//!
+//! A [`Source`] follows the attached processes (the daemon tells it which, and which address
+//! ranges hold their tracked objects) and, once per interval, delivers weighted
+//! [`Observation`]s: this process touched this address range this much. The daemon attributes
+//! every observation to the object records it overlaps, the same way for every source (a
+//! sorted range index per process, `Process::attribute`); what falls outside every record is
+//! counted as unattributed, and the attributed share is reported per interval.
+//!
+//! Sources: [`perf`] (PMU address sampling: PEBS, IBS; or the software page-fault event),
+//! [`damon`] (DAMON virtual-address monitoring: page access bits sampled by the kernel),
+//! [`proc`] (page references through `/proc`, for kernels without DAMON: coarse) and none.
+//! `auto` takes them in that order, perf only with a hardware PMU. [`AccessSource`] wraps the
+//! chosen one and measures what it costs.
+
+pub mod damon;
+pub mod perf;
+pub mod proc;
+
+use crate::config::{DaemonConfig, SourceChoice};
+use serde::Serialize;
+
+pub use objtier_sys::damon::Target;
+
+/// What an observation says about the kind of access, where the source knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum AccessKind {
+    Load,
+    Store,
+    /// Loads and stores alike (page access bits cannot tell them apart).
+    Any,
+}
+
+/// One weighted observation of accesses by one process to `[start, end)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observation {
+    pub pid: u32,
+    pub start: u64,
+    pub end: u64,
+    /// How many accesses this stands for, in the source's unit (DAMON: sampled accesses per
+    /// aggregation times pages; perf: samples). Records are ranked by relative weight, so a
+    /// source's unit only needs to be consistent with itself.
+    pub weight: f64,
+    pub kind: AccessKind,
+}
+
+/// What a source cost since the daemon started.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SourceCost {
+    /// CPU time the daemon spent collecting observations, plus the kernel's own where it is
+    /// measurable (DAMON's kdamond thread).
+    pub cpu_seconds: f64,
+    pub observations: u64,
+    /// Samples the kernel dropped (perf ring overflow); 0 where nothing can be lost.
+    pub lost: u64,
+}
+
+/// An access source. See the module doc.
+pub trait Source: Send {
+    /// Short name: `damon`, `perf`, `none`, ...
+    fn name(&self) -> &'static str;
+    /// One line for logs and `objtier status`: the name and how it samples.
+    fn describe(&self) -> String;
+    /// Whether it observes anything at all (`none` does not).
+    fn samples(&self) -> bool {
+        true
+    }
+    /// Monitors these processes (and, where the source can, only these ranges) from now on.
+    fn follow(&mut self, targets: &[Target]) -> anyhow::Result<()>;
+    /// Called at every wake-up of the daemon's loop (every few milliseconds): a source with
+    /// buffers the kernel fills (perf rings) empties them here.
+    fn poll(&mut self) {}
+    /// The observations since the last call.
+    fn observe(&mut self) -> anyhow::Result<Vec<Observation>>;
+    /// CPU seconds spent outside the daemon's thread (a kernel thread), since the start; the
+    /// daemon measures its own time around `observe`.
+    fn external_cpu_seconds(&self) -> f64 {
+        0.0
+    }
+    /// Samples lost since the start.
+    fn lost(&self) -> u64 {
+        0
+    }
+    /// Stops monitoring and leaves the kernel as found.
+    fn release(&mut self) {}
+}
+
+/// No sampling: objects are tracked and caps enforced, nothing is promoted.
+pub struct NoSource {
+    pub reason: String,
+}
+
+impl Source for NoSource {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+    fn describe(&self) -> String {
+        format!("none: {}", self.reason)
+    }
+    fn samples(&self) -> bool {
+        false
+    }
+    fn follow(&mut self, _targets: &[Target]) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn observe(&mut self) -> anyhow::Result<Vec<Observation>> {
+        Ok(Vec::new())
+    }
+}
+
+/// The daemon's access source, with its cost measured.
+pub struct AccessSource {
+    source: Box<dyn Source>,
+    own_cpu_seconds: f64,
+    observations: u64,
+}
+
+/// CPU time of the calling thread, in seconds.
+fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into our timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+impl AccessSource {
+    pub fn new(source: Box<dyn Source>) -> AccessSource {
+        AccessSource {
+            source,
+            own_cpu_seconds: 0.0,
+            observations: 0,
+        }
+    }
+
+    /// No sampling, for this reason.
+    pub fn none(reason: impl Into<String>) -> AccessSource {
+        AccessSource::new(Box::new(NoSource {
+            reason: reason.into(),
+        }))
+    }
+
+    /// Opens the configured source. `auto` takes the best available and logs why it could not
+    /// take the better ones; an explicit choice that cannot work is an error that says why.
+    pub fn open(config: &DaemonConfig) -> anyhow::Result<AccessSource> {
+        match config.source {
+            SourceChoice::None => Ok(AccessSource::none("disabled (--source none)")),
+            SourceChoice::Damon => damon::open(config)
+                .map(|s| AccessSource::new(Box::new(s)))
+                .map_err(|e| anyhow::anyhow!("--source damon: {e}")),
+            SourceChoice::Perf => perf::open(config)
+                .map(|s| AccessSource::new(Box::new(s)))
+                .map_err(|e| anyhow::anyhow!("--source perf: {e:#}")),
+            SourceChoice::Proc => proc::open(config)
+                .map(|s| AccessSource::new(Box::new(s)))
+                .map_err(|e| anyhow::anyhow!("--source proc: {e}")),
+            SourceChoice::Auto => {
+                let perf = match perf::open(config) {
+                    Ok(s) => return Ok(AccessSource::new(Box::new(s))),
+                    Err(e) => e,
+                };
+                tracing::info!("not using perf address sampling: {perf:#}");
+                let damon = match damon::open(config) {
+                    Ok(s) => return Ok(AccessSource::new(Box::new(s))),
+                    Err(e) => e,
+                };
+                match proc::open(config) {
+                    Ok(s) => {
+                        tracing::warn!("access source proc (coarse) because damon: {damon}");
+                        Ok(AccessSource::new(Box::new(s)))
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            "no access source: {damon}; proc: {e}. Objects are tracked and \
+                             capacity caps enforced, but nothing is promoted"
+                        );
+                        Ok(AccessSource::none(format!(
+                            "{damon}; proc: {e}; and perf: {perf:#}"
+                        )))
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.source.name()
+    }
+    pub fn describe(&self) -> String {
+        self.source.describe()
+    }
+    pub fn samples(&self) -> bool {
+        self.source.samples()
+    }
+    pub fn follow(&mut self, targets: &[Target]) -> anyhow::Result<()> {
+        let started = thread_cpu_seconds();
+        let result = self.source.follow(targets);
+        self.own_cpu_seconds += thread_cpu_seconds() - started;
+        result
+    }
+    pub fn poll(&mut self) {
+        let started = thread_cpu_seconds();
+        self.source.poll();
+        self.own_cpu_seconds += thread_cpu_seconds() - started;
+    }
+    pub fn observe(&mut self) -> anyhow::Result<Vec<Observation>> {
+        let started = thread_cpu_seconds();
+        let result = self.source.observe();
+        self.own_cpu_seconds += thread_cpu_seconds() - started;
+        if let Ok(observations) = &result {
+            self.observations += observations.len() as u64;
+        }
+        result
+    }
+    pub fn cost(&self) -> SourceCost {
+        SourceCost {
+            cpu_seconds: self.own_cpu_seconds + self.source.external_cpu_seconds(),
+            observations: self.observations,
+            lost: self.source.lost(),
+        }
+    }
+    pub fn release(&mut self) {
+        self.source.release();
+    }
+}

@@ -1,0 +1,542 @@
+//! The four routines of a tiering policy, as traits (paper §3.4).
+//!
+//! At every interval the daemon runs, in order:
+//!
+//! 1. [`Aggregate`]: fold the interval's sampled accesses of each record into its running
+//!    estimate (built-in: [`Ema`], equation 1 with alpha 0.1).
+//! 2. [`Prioritize`]: order the records, hottest first (built-ins: [`Prioritization`]'s FIFO,
+//!    LRU and APB).
+//! 3. [`Trigger`]: decide whether to enforce a new assignment now (built-ins: [`TimeTrigger`],
+//!    [`AllocationTrigger`], [`PressureTrigger`], [`LlcMpiTrigger`]; several may be combined,
+//!    and any one firing is enough).
+//! 4. [`Enforce`]: turn the order into a tier per record (built-in: [`FillFastestFirst`], which
+//!    fills each tier, fastest first, up to its budget).
+//!
+//! Every routine sees only plain data ([`Candidate`]s, [`TierBudget`]s, [`Signals`]) and returns
+//! plain data, so a policy is tested without a kernel and a custom one is a short file: see
+//! `examples/custom-policy` in the repository. The daemon owns everything else: sampling,
+//! locating pages, the migration itself (demotions before the promotions they make room for,
+//! batching, the rate limit), and proactive placement by site.
+
+use crate::{assign_tiers, prioritize, Candidate, Prioritization, ProcessPolicy, TierBudget};
+use std::collections::VecDeque;
+
+/// Routine 1: a record's running access estimate.
+pub trait Aggregate: Send {
+    /// Short name for logs and `objtier status`.
+    fn name(&self) -> String;
+    /// The new estimate from the previous one and the accesses sampled this interval.
+    fn aggregate(&self, previous: f64, sampled: f64) -> f64;
+}
+
+/// Exponential moving average (paper equation 1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ema {
+    pub alpha: f64,
+}
+
+impl Aggregate for Ema {
+    fn name(&self) -> String {
+        format!("ema(alpha={})", self.alpha)
+    }
+    fn aggregate(&self, previous: f64, sampled: f64) -> f64 {
+        crate::ema(previous, sampled, self.alpha)
+    }
+}
+
+/// Routine 2: the order in which records compete for the fastest tiers.
+pub trait Prioritize: Send {
+    fn name(&self) -> String;
+    /// Indices into `candidates`, hottest first; every index exactly once.
+    fn order(&self, candidates: &[Candidate]) -> Vec<usize>;
+}
+
+impl Prioritize for Prioritization {
+    fn name(&self) -> String {
+        match self {
+            Prioritization::Fifo => "fifo",
+            Prioritization::Lru => "lru",
+            Prioritization::Apb => "apb",
+        }
+        .into()
+    }
+    fn order(&self, candidates: &[Candidate]) -> Vec<usize> {
+        prioritize(candidates, *self)
+    }
+}
+
+/// What a trigger may look at, measured by the daemon at the end of an interval.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Signals {
+    /// Intervals completed since the last enforcement (1 right after one).
+    pub intervals_since_enforcement: u32,
+    /// Bytes of tracked objects allocated, by all attached processes, since the last
+    /// enforcement.
+    pub allocated_bytes_since_enforcement: u64,
+    /// The fastest tier's capacity and free memory, in bytes.
+    pub fast_capacity_bytes: u64,
+    pub fast_free_bytes: u64,
+    /// Last-level-cache misses and instructions retired during this interval, when the daemon
+    /// counts them (only for a trigger that asks, see [`Trigger::needs_llc_counters`]).
+    pub llc_misses: Option<u64>,
+    pub instructions: Option<u64>,
+}
+
+/// Routine 3: when to enforce. Every configured trigger is asked at every interval (so one
+/// that keeps history sees every interval); the daemon enforces when any answers `Some`.
+pub trait Trigger: Send {
+    fn name(&self) -> String;
+    /// `Some(reason)` to enforce now; the reason is logged.
+    fn check(&mut self, signals: &Signals) -> Option<String>;
+    /// Whether the daemon must count LLC misses and instructions for this trigger.
+    fn needs_llc_counters(&self) -> bool {
+        false
+    }
+}
+
+/// Enforce every `n` intervals (the paper's time trigger; n = 1 re-plans at every interval).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TimeTrigger {
+    pub intervals: u32,
+}
+
+impl Trigger for TimeTrigger {
+    fn name(&self) -> String {
+        format!("time:{}", self.intervals)
+    }
+    fn check(&mut self, s: &Signals) -> Option<String> {
+        (s.intervals_since_enforcement >= self.intervals.max(1))
+            .then(|| format!("{} interval(s) since the last migration", self.intervals))
+    }
+}
+
+/// Enforce once this many bytes were allocated since the last enforcement (the paper's
+/// allocation trigger; 1 GiB by default, its best average).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AllocationTrigger {
+    pub bytes: u64,
+}
+
+/// The allocation trigger's default threshold.
+pub const DEFAULT_ALLOCATION_TRIGGER_BYTES: u64 = 1 << 30;
+
+impl Trigger for AllocationTrigger {
+    fn name(&self) -> String {
+        format!("alloc:{}", crate::units::format_size(self.bytes))
+    }
+    fn check(&mut self, s: &Signals) -> Option<String> {
+        (s.allocated_bytes_since_enforcement >= self.bytes).then(|| {
+            format!(
+                "{} allocated since the last migration",
+                crate::units::format_size(s.allocated_bytes_since_enforcement)
+            )
+        })
+    }
+}
+
+/// Enforce when the fastest tier's free memory falls below `free_share` of its capacity:
+/// new data is about to spill into slower tiers by first touch, and colder data should make
+/// room first.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PressureTrigger {
+    pub free_share: f64,
+}
+
+/// The pressure trigger's default watermark: half of the room the default fill leaves free.
+pub const DEFAULT_PRESSURE_FREE_SHARE: f64 = 0.05;
+
+impl Trigger for PressureTrigger {
+    fn name(&self) -> String {
+        format!("pressure:{}", self.free_share)
+    }
+    fn check(&mut self, s: &Signals) -> Option<String> {
+        if s.fast_capacity_bytes == 0 {
+            return None;
+        }
+        let share = s.fast_free_bytes as f64 / s.fast_capacity_bytes as f64;
+        (share < self.free_share).then(|| {
+            format!(
+                "the fastest tier is {:.1} % free (watermark {:.1} %)",
+                share * 100.0,
+                self.free_share * 100.0
+            )
+        })
+    }
+}
+
+/// Enforce when the LLC misses per instruction of the latest interval differ from the
+/// average of the previous ten by more than `threshold` times that average (the paper's
+/// LLCMPI trigger; threshold 2, its best choice). A change of miss rate marks a new phase.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlcMpiTrigger {
+    pub threshold: f64,
+    history: VecDeque<f64>,
+}
+
+/// How many earlier intervals the LLCMPI trigger averages.
+pub const LLC_MPI_HISTORY: usize = 10;
+/// The LLCMPI trigger's default threshold.
+pub const DEFAULT_LLC_MPI_THRESHOLD: f64 = 2.0;
+
+impl LlcMpiTrigger {
+    pub fn new(threshold: f64) -> Self {
+        Self {
+            threshold,
+            history: VecDeque::with_capacity(LLC_MPI_HISTORY + 1),
+        }
+    }
+}
+
+impl Trigger for LlcMpiTrigger {
+    fn name(&self) -> String {
+        format!("llc-mpi:{}", self.threshold)
+    }
+    fn needs_llc_counters(&self) -> bool {
+        true
+    }
+    fn check(&mut self, s: &Signals) -> Option<String> {
+        let (Some(misses), Some(instructions)) = (s.llc_misses, s.instructions) else {
+            return None;
+        };
+        if instructions == 0 {
+            return None; // an idle interval says nothing about the miss rate
+        }
+        let mpi = misses as f64 / instructions as f64;
+        let verdict = if self.history.is_empty() {
+            None
+        } else {
+            let average = self.history.iter().sum::<f64>() / self.history.len() as f64;
+            let change = if average > 0.0 {
+                (mpi - average).abs() / average
+            } else if mpi > 0.0 {
+                f64::INFINITY
+            } else {
+                0.0
+            };
+            (change > self.threshold).then(|| {
+                format!(
+                    "LLC misses per instruction {mpi:.2e}, {change:.1}x away from the average \
+                     {average:.2e} of the last {} intervals",
+                    self.history.len()
+                )
+            })
+        };
+        self.history.push_back(mpi);
+        if self.history.len() > LLC_MPI_HISTORY {
+            self.history.pop_front();
+        }
+        verdict
+    }
+}
+
+/// A trigger by name, as the command line and the config file give it: `time[:N]`,
+/// `alloc[:SIZE]`, `pressure[:SHARE]` or `llc-mpi[:THRESHOLD]`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TriggerSpec {
+    Time(u32),
+    Allocation(u64),
+    Pressure(f64),
+    LlcMpi(f64),
+}
+
+impl TriggerSpec {
+    pub fn build(&self) -> Box<dyn Trigger> {
+        match *self {
+            TriggerSpec::Time(intervals) => Box::new(TimeTrigger { intervals }),
+            TriggerSpec::Allocation(bytes) => Box::new(AllocationTrigger { bytes }),
+            TriggerSpec::Pressure(free_share) => Box::new(PressureTrigger { free_share }),
+            TriggerSpec::LlcMpi(threshold) => Box::new(LlcMpiTrigger::new(threshold)),
+        }
+    }
+}
+
+impl std::str::FromStr for TriggerSpec {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (name, value) = match text.trim().split_once(':') {
+            Some((n, v)) => (n.trim(), Some(v.trim())),
+            None => (text.trim(), None),
+        };
+        let bad = |what: &str| format!("trigger {text:?}: {what}");
+        match name {
+            "time" => {
+                let n = match value {
+                    None => 1,
+                    Some(v) => v
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| bad("time:N needs a whole number of intervals ≥ 1"))?,
+                };
+                Ok(TriggerSpec::Time(n))
+            }
+            "alloc" | "allocation" => {
+                let bytes = match value {
+                    None => DEFAULT_ALLOCATION_TRIGGER_BYTES,
+                    Some(v) => crate::units::parse_size(v)
+                        .ok()
+                        .filter(|&b| b > 0)
+                        .ok_or_else(|| bad("alloc:SIZE needs a size such as 512M or 1G"))?,
+                };
+                Ok(TriggerSpec::Allocation(bytes))
+            }
+            "pressure" => {
+                let share = match value {
+                    None => DEFAULT_PRESSURE_FREE_SHARE,
+                    Some(v) => parse_share(v)
+                        .ok_or_else(|| bad("pressure:SHARE needs a share of free memory in (0, 1), e.g. 0.05 or 5%"))?,
+                };
+                Ok(TriggerSpec::Pressure(share))
+            }
+            "llc-mpi" | "llcmpi" => {
+                let threshold = match value {
+                    None => DEFAULT_LLC_MPI_THRESHOLD,
+                    Some(v) => v
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|t| t.is_finite() && *t > 0.0)
+                        .ok_or_else(|| bad("llc-mpi:THRESHOLD needs a positive number, e.g. 2"))?,
+                };
+                Ok(TriggerSpec::LlcMpi(threshold))
+            }
+            _ => Err(format!(
+                "unknown trigger {text:?}: use time[:N], alloc[:SIZE], pressure[:SHARE] or \
+                 llc-mpi[:THRESHOLD]"
+            )),
+        }
+    }
+}
+
+/// "0.05" or "5%" → 0.05, in (0, 1).
+fn parse_share(text: &str) -> Option<f64> {
+    let value = match text.strip_suffix('%') {
+        Some(percent) => percent.trim().parse::<f64>().ok()? / 100.0,
+        None => text.parse::<f64>().ok()?,
+    };
+    (value > 0.0 && value < 1.0).then_some(value)
+}
+
+/// Routine 4: a tier per record.
+pub trait Enforce: Send {
+    fn name(&self) -> String;
+    /// The tier (0 = fastest) for each candidate, indexed like `candidates`. `order` is the
+    /// prioritization's; `budgets` are per tier, fastest first (the slowest is unbounded);
+    /// `processes` are indexed by `Candidate::process`.
+    fn assign(
+        &self,
+        candidates: &[Candidate],
+        order: &[usize],
+        budgets: &[TierBudget],
+        processes: &[ProcessPolicy],
+    ) -> Vec<usize>;
+}
+
+/// The paper's enforcement for N tiers, see [`assign_tiers`]: walk the records in priority
+/// order and place each in the fastest tier whose budget still fits it, honouring application
+/// priorities, per-process fast-tier caps, the program's advice, and an optional fast-tier
+/// reservation for the highest priority.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FillFastestFirst {
+    pub fast_reserve_bytes: Option<u64>,
+}
+
+impl Enforce for FillFastestFirst {
+    fn name(&self) -> String {
+        "fill-fastest-first".into()
+    }
+    fn assign(
+        &self,
+        candidates: &[Candidate],
+        order: &[usize],
+        budgets: &[TierBudget],
+        processes: &[ProcessPolicy],
+    ) -> Vec<usize> {
+        assign_tiers(
+            candidates,
+            order,
+            budgets,
+            processes,
+            self.fast_reserve_bytes,
+        )
+    }
+}
+
+/// A complete policy: one routine of each kind (any number of triggers).
+pub struct Policy {
+    pub aggregate: Box<dyn Aggregate>,
+    pub prioritize: Box<dyn Prioritize>,
+    pub triggers: Vec<Box<dyn Trigger>>,
+    pub enforce: Box<dyn Enforce>,
+}
+
+impl Policy {
+    /// The built-in routines chosen by name.
+    pub fn builtin(
+        alpha: f64,
+        prioritization: Prioritization,
+        triggers: &[TriggerSpec],
+        fast_reserve_bytes: Option<u64>,
+    ) -> Policy {
+        Policy {
+            aggregate: Box::new(Ema { alpha }),
+            prioritize: Box::new(prioritization),
+            triggers: triggers.iter().map(TriggerSpec::build).collect(),
+            enforce: Box::new(FillFastestFirst { fast_reserve_bytes }),
+        }
+    }
+
+    /// Asks every trigger (each sees every interval); the reasons of those that fired.
+    pub fn check_triggers(&mut self, signals: &Signals) -> Vec<String> {
+        self.triggers
+            .iter_mut()
+            .filter_map(|t| t.check(signals))
+            .collect()
+    }
+
+    pub fn needs_llc_counters(&self) -> bool {
+        self.triggers.iter().any(|t| t.needs_llc_counters())
+    }
+
+    /// "apb, ema(alpha=0.1), time:1, fill-fastest-first" for logs and status.
+    pub fn describe(&self) -> String {
+        let triggers: Vec<String> = self.triggers.iter().map(|t| t.name()).collect();
+        format!(
+            "{} / {} / {} / {}",
+            self.aggregate.name(),
+            self.prioritize.name(),
+            triggers.join("+"),
+            self.enforce.name()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn signals() -> Signals {
+        Signals {
+            intervals_since_enforcement: 1,
+            fast_capacity_bytes: 100,
+            fast_free_bytes: 50,
+            ..Signals::default()
+        }
+    }
+
+    #[test]
+    fn time_trigger_fires_every_n_intervals() {
+        let mut t = TimeTrigger { intervals: 3 };
+        let fired: Vec<bool> = (1..=4)
+            .map(|n| {
+                t.check(&Signals {
+                    intervals_since_enforcement: n,
+                    ..signals()
+                })
+                .is_some()
+            })
+            .collect();
+        assert_eq!(fired, [false, false, true, true]);
+        assert!(TimeTrigger { intervals: 1 }.check(&signals()).is_some());
+    }
+
+    #[test]
+    fn allocation_trigger_counts_bytes_since_the_last_migration() {
+        let mut t = AllocationTrigger { bytes: GIB };
+        let at = |bytes| Signals {
+            allocated_bytes_since_enforcement: bytes,
+            ..signals()
+        };
+        assert!(t.check(&at(GIB - 1)).is_none());
+        let reason = t.check(&at(GIB)).unwrap();
+        assert!(reason.contains("1G allocated"), "{reason}");
+    }
+
+    #[test]
+    fn pressure_trigger_fires_below_the_watermark() {
+        let mut t = PressureTrigger { free_share: 0.05 };
+        let free = |bytes| Signals {
+            fast_capacity_bytes: 1000,
+            fast_free_bytes: bytes,
+            ..signals()
+        };
+        assert!(t.check(&free(50)).is_none());
+        assert!(t.check(&free(49)).is_some());
+        assert!(
+            t.check(&Signals::default()).is_none(),
+            "no fast tier, no pressure"
+        );
+    }
+
+    #[test]
+    fn llc_mpi_trigger_fires_on_a_change_of_miss_rate() {
+        let mut t = LlcMpiTrigger::new(2.0);
+        let at = |misses, instructions| Signals {
+            llc_misses: Some(misses),
+            instructions: Some(instructions),
+            ..signals()
+        };
+        // A steady rate never fires, the first interval included (no history yet).
+        for _ in 0..12 {
+            assert!(t.check(&at(1_000, 1_000_000)).is_none());
+        }
+        assert_eq!(t.history.len(), LLC_MPI_HISTORY);
+        // Twice the average is a change of 1.0: below the threshold of 2.
+        assert!(t.check(&at(2_000, 1_000_000)).is_none());
+        // Five times the average fires.
+        let reason = t.check(&at(5_000, 1_000_000)).unwrap();
+        assert!(reason.contains("LLC misses per instruction"), "{reason}");
+        // Idle intervals and missing counters say nothing.
+        assert!(t.check(&at(5_000, 0)).is_none());
+        assert!(t.check(&signals()).is_none());
+        assert!(t.needs_llc_counters());
+    }
+
+    #[test]
+    fn triggers_parse_from_their_names() {
+        assert_eq!("time".parse(), Ok(TriggerSpec::Time(1)));
+        assert_eq!("time:5".parse(), Ok(TriggerSpec::Time(5)));
+        assert_eq!("alloc".parse(), Ok(TriggerSpec::Allocation(GIB)));
+        assert_eq!("alloc:512M".parse(), Ok(TriggerSpec::Allocation(512 << 20)));
+        assert_eq!("pressure:5%".parse(), Ok(TriggerSpec::Pressure(0.05)));
+        assert_eq!("pressure".parse(), Ok(TriggerSpec::Pressure(0.05)));
+        assert_eq!("llc-mpi:2".parse(), Ok(TriggerSpec::LlcMpi(2.0)));
+        for bad in [
+            "time:0",
+            "alloc:lots",
+            "pressure:1.5",
+            "llc-mpi:-1",
+            "sometimes",
+        ] {
+            let err = bad.parse::<TriggerSpec>().unwrap_err();
+            assert!(err.contains(bad), "{err}");
+        }
+        assert!("sometimes"
+            .parse::<TriggerSpec>()
+            .unwrap_err()
+            .contains("time[:N], alloc[:SIZE]"));
+    }
+
+    #[test]
+    fn a_policy_asks_every_trigger_and_describes_itself() {
+        let mut policy = Policy::builtin(
+            0.1,
+            Prioritization::Apb,
+            &[TriggerSpec::Time(2), TriggerSpec::Allocation(GIB)],
+            None,
+        );
+        assert_eq!(
+            policy.describe(),
+            "ema(alpha=0.1) / apb / time:2+alloc:1G / fill-fastest-first"
+        );
+        assert!(policy.check_triggers(&signals()).is_empty());
+        let both = Signals {
+            intervals_since_enforcement: 2,
+            allocated_bytes_since_enforcement: 2 * GIB,
+            ..signals()
+        };
+        assert_eq!(policy.check_triggers(&both).len(), 2);
+        assert!(!policy.needs_llc_counters());
+    }
+}
