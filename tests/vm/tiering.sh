@@ -53,7 +53,21 @@ small-fast)
 
 	# objtier run starts its own daemon (none is running) and preloads the library.
 	"$BIN/objtier" run --daemon-log "$WORK/daemon.log" -- "$BIN/tierbench" hotcold \
-		--objects 8 --size 96M --hot 2 --seconds 25 --json > "$WORK/objtier.json"
+		--objects 8 --size 96M --hot 2 --seconds 25 --json > "$WORK/objtier.json" &
+	run=$!
+	# DAMON's observations land on the objects tierbench knows are hot: 12 s into the hot loop
+	# (6 intervals), the daemon's hottest records are the hot objects' own.
+	for _ in $(seq 600); do
+		python3 -c 'import json,sys; sys.exit(0 if any(json.loads(l).get("t", 0) >= 12 for l in open(sys.argv[1]) if l.startswith("{")) else 1)' "$WORK/objtier.json" 2>/dev/null && break
+		sleep 0.1
+	done
+	"$BIN/objtier" status --json > "$WORK/status.json" || true
+	wait $run
+	if python3 tests/vm/check_attribution.py "$WORK/objtier.json" "$WORK/status.json" --top 4; then
+		pass damon-observations-land-on-the-hot-objects
+	else
+		fail damon-observations-land-on-the-hot-objects; daemon_log
+	fi
 	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 10; then
 		pass objtier-promotes-hot-objects
 	else

@@ -192,6 +192,9 @@ pub enum Event {
         setup_seconds: f64,
         hot_fast_bytes: u64,
         all_fast_bytes: u64,
+        /// Start address of each object, in allocation order (hex), so a harness can tell which
+        /// of a tiering system's records are the hot ones.
+        addresses: Vec<String>,
         /// Loop time of the phase change, and `--phase-hot` (only with a phase change).
         #[serde(skip_serializing_if = "Option::is_none")]
         phase_after: Option<f64>,
@@ -278,6 +281,7 @@ pub fn run(
         setup_seconds,
         hot_fast_bytes: resident_fast_bytes(&hot_map)?,
         all_fast_bytes: resident_fast_bytes(&all_map)?,
+        addresses: objects.addrs.iter().map(|a| format!("{a:#x}")).collect(),
         phase_after: config.phase.map(|phase| phase.after_seconds),
         phase_hot: config.phase.map(|phase| phase.hot.to_string()),
     })?;

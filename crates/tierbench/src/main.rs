@@ -227,6 +227,7 @@ fn describe(event: &Event, hot_bytes: usize, all_bytes: usize) -> String {
             setup_seconds,
             hot_fast_bytes,
             all_fast_bytes,
+            addresses: _,
             phase_after,
             phase_hot,
         } => {
