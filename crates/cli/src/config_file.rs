@@ -4,6 +4,28 @@
 //! `proactive = false`); an option given on the command line wins over the file, and the file
 //! wins over the built-in default. Unknown keys are errors that name the key and the file, so a
 //! typo never silently leaves a default in place.
+//!
+//! | key | value | command-line option |
+//! |---|---|---|
+//! | `socket` | path | `--socket` |
+//! | `interval` | duration (`"2s"`, `"500ms"`) | `--interval` |
+//! | `alpha` | number in (0, 1] | `--alpha` |
+//! | `fill` | number in (0, 1] | `--fill` |
+//! | `split` | size (bytes, or `"64M"`) | `--split` |
+//! | `prioritization` | `"apb"`, `"lru"` or `"fifo"` | `--prioritization` |
+//! | `trigger` | `"time:5"`, or a list (`["time:5", "alloc:1G"]`) | `--trigger` |
+//! | `source` | `"auto"`, `"perf"`, `"damon"`, `"proc"` or `"none"` | `--source` |
+//! | `tiers` | `"0;1"` | `--tiers` |
+//! | `fast-capacity` | size | `--fast-capacity` |
+//! | `fast-reserve` | size | `--fast-reserve` |
+//! | `proactive` | boolean, or `"conservative"`, `"threshold[:F]"`, `"off"` | `--proactive` |
+//! | `warm-start` | boolean | `--warm-start on\|off` |
+//! | `site-store` | path of a directory | `--site-store` |
+//! | `rate-limit` | size (bytes per second) | `--rate-limit` |
+//! | `event` | perf event name | `--event` |
+//! | `sample-period` | number of events | `--sample-period` |
+//! | `damon-sample` | duration | `--damon-sample` |
+//! | `damon-aggregate` | duration | `--damon-aggregate` |
 
 use anyhow::Context;
 use serde::Deserialize;
@@ -76,6 +98,8 @@ pub struct DaemonFile {
     pub fast_capacity: Option<SizeValue>,
     pub fast_reserve: Option<SizeValue>,
     pub proactive: Option<SwitchOrText>,
+    pub warm_start: Option<bool>,
+    pub site_store: Option<PathBuf>,
     pub rate_limit: Option<SizeValue>,
     pub event: Option<String>,
     pub sample_period: Option<u64>,
@@ -95,7 +119,8 @@ impl DaemonFile {
             anyhow::anyhow!(
                 "{}; the keys are the daemon's long options: socket, interval, alpha, fill, \
                  split, prioritization, trigger, source, tiers, fast-capacity, fast-reserve, \
-                 proactive, rate-limit, event, sample-period, damon-sample, damon-aggregate",
+                 proactive, warm-start, site-store, rate-limit, event, sample-period, \
+                 damon-sample, damon-aggregate",
                 e.to_string().trim_end()
             )
         })
@@ -115,6 +140,8 @@ mod tests {
             split = "32M"
             fast-capacity = 1073741824
             proactive = false
+            warm-start = false
+            site-store = "/srv/objtier/sites"
             rate-limit = "512M"
             tiers = "0;1"
             "#,
@@ -125,6 +152,11 @@ mod tests {
         assert_eq!(file.split.unwrap().bytes("split").unwrap(), 32 << 20);
         assert_eq!(file.fast_capacity.unwrap().bytes("x").unwrap(), 1 << 30);
         assert_eq!(file.proactive, Some(SwitchOrText::Switch(false)));
+        assert_eq!(file.warm_start, Some(false));
+        assert_eq!(
+            file.site_store.as_deref(),
+            Some(Path::new("/srv/objtier/sites"))
+        );
         assert_eq!(file.rate_limit.unwrap().bytes("x").unwrap(), 512 << 20);
         let file =
             DaemonFile::parse("proactive = \"threshold\"\ntrigger = \"time:3, alloc\"").unwrap();

@@ -1,7 +1,7 @@
 //! `objtier doctor`: what this machine offers objtier, and what to do about what it lacks.
 
 use objtier_sys::pages::{LinuxPageMover, PageMover};
-use objtier_sys::probe::{probe_damon, probe_perf, Roots, SourceReport};
+use objtier_sys::probe::{probe_damon, probe_perf, probe_proc, Roots, SourceReport};
 use objtier_sys::topology::Topology;
 use serde_json::json;
 use std::process::ExitCode;
@@ -34,7 +34,12 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
     let euid = unsafe { libc::geteuid() };
     let topology = Topology::discover(&roots.sys);
     let move_pages = probe_move_pages();
-    let sources = [probe_perf(&roots, euid), probe_damon(&roots, euid)];
+    // In the order `--source auto` tries them.
+    let sources = [
+        probe_perf(&roots, euid),
+        probe_damon(&roots, euid),
+        probe_proc(&roots, euid),
+    ];
     let chosen = sources
         .iter()
         .find(|s| s.implemented && s.usable)

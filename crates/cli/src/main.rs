@@ -34,7 +34,7 @@ enum Cmd {
     /// Run a program with objtier: preload libobjtier.so, starting a daemon if none is running.
     Run(RunArgs),
     /// Run the daemon in the foreground (serves every attached process; root for DAMON).
-    Daemon(DaemonArgs),
+    Daemon(Box<DaemonArgs>),
     /// Show the daemon's tiers and attached processes.
     Status(StatusArgs),
     /// Choose the tier new objects of an allocation site start in, for an attached process.
@@ -119,8 +119,9 @@ struct DaemonArgs {
     /// [default: apb].
     #[arg(long)]
     prioritization: Option<Prioritization>,
-    /// Access source: auto (the best available: perf with a hardware PMU, else damon),
-    /// perf, damon, or none [default: auto].
+    /// Access source: auto (the best available: perf with a hardware PMU, else damon, else
+    /// proc), perf, damon, proc (page references through /proc: coarse, for kernels without
+    /// DAMON), or none [default: auto].
     #[arg(long)]
     source: Option<SourceChoice>,
     /// Explicit tiers, fastest first: node lists separated by ';' (e.g. "0;1" or "1;0;2").
@@ -146,6 +147,15 @@ struct DaemonArgs {
     /// or off [default: conservative].
     #[arg(long)]
     proactive: Option<SitePlacement>,
+    /// Warm start: save the site placements each program learnt, keyed by its executable and
+    /// its call paths as module+offset, and apply them from the start of its next run: on or off
+    /// [default: on].
+    #[arg(long, value_parser = ["on", "off"])]
+    warm_start: Option<String>,
+    /// Directory of the warm-start site store [default: /var/lib/objtier/sites for root, else
+    /// $XDG_STATE_HOME/objtier/sites or ~/.local/state/objtier/sites].
+    #[arg(long, value_name = "DIR")]
+    site_store: Option<PathBuf>,
     /// Most bytes migrated per second, e.g. 512M (default: no limit; a step still migrates for
     /// at most two intervals).
     #[arg(long, value_parser = parse_size)]
@@ -235,7 +245,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Cmd::Run(args) => run(args),
-        Cmd::Daemon(args) => daemon(args),
+        Cmd::Daemon(args) => daemon(*args),
         Cmd::Status(args) => status(args),
         Cmd::Place(args) => place(args),
         Cmd::Doctor(args) => doctor::run(args.json),
@@ -323,7 +333,7 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     }
     let source = |t: &str| {
         t.parse()
-            .map_err(|_| format!("{t:?} is not auto, perf, damon or none"))
+            .map_err(|_| format!("{t:?} is not auto, perf, damon, proc or none"))
     };
     if let Some(v) = args.source.or(text("source", &file.source, source)?) {
         config.source = v;
@@ -357,6 +367,15 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     }
     config.perf_event = args.event.or(file.event);
     config.perf_period = args.sample_period.or(file.sample_period).filter(|&p| p > 0);
+    if let Some(v) = args
+        .warm_start
+        .as_deref()
+        .map(|v| v == "on")
+        .or(file.warm_start)
+    {
+        config.warm_start = v;
+    }
+    config.site_store = args.site_store.or(file.site_store);
     let damon_sample = text("damon-sample", &file.damon_sample, parse_duration)?;
     if let Some(v) = args.damon_sample.or(damon_sample) {
         config.damon.sample_us = v.as_micros() as u64;
@@ -650,9 +669,12 @@ fn print_status(reply: &serde_json::Value) {
             let innermost = site["frames"][0]
                 .as_str()
                 .unwrap_or("(frames not yet known)");
-            let tier = site["start_tier"]
-                .as_u64()
-                .map_or(String::new(), |t| format!(", starts in tier {t}"));
+            let tier = site["start_tier"].as_u64().map_or(String::new(), |t| {
+                format!(
+                    ", starts in tier {t} ({})",
+                    site["placed_by"].as_str().unwrap_or("?")
+                )
+            });
             println!(
                 "    site {}: {} objects, {}{tier}; at {innermost}",
                 site["site"].as_str().unwrap_or("?"),
@@ -685,7 +707,7 @@ mod tests {
     fn config_from(args: &[&str]) -> anyhow::Result<DaemonConfig> {
         let cli = Cli::try_parse_from(args).map_err(|e| anyhow::anyhow!("{e}"))?;
         match cli.command {
-            Cmd::Daemon(args) => daemon_config(args),
+            Cmd::Daemon(args) => daemon_config(*args),
             _ => unreachable!("a daemon command line"),
         }
     }
@@ -697,7 +719,8 @@ mod tests {
         std::fs::write(
             &file,
             "fill = 0.8\ninterval = \"1s\"\nprioritization = \"lru\"\nsource = \"none\"\n\
-             rate-limit = \"256M\"\nproactive = false\ntrigger = [\"time:2\", \"alloc:512M\"]\n",
+             rate-limit = \"256M\"\nproactive = false\ntrigger = [\"time:2\", \"alloc:512M\"]\n\
+             warm-start = false\nsite-store = \"/srv/sites\"\n",
         )
         .unwrap();
         let path = file.to_str().unwrap();
@@ -712,12 +735,32 @@ mod tests {
             c.triggers,
             vec![TriggerSpec::Time(2), TriggerSpec::Allocation(512 << 20)]
         );
+        assert!(!c.warm_start);
+        assert_eq!(c.site_store.as_deref(), Some(Path::new("/srv/sites")));
+        let c = config_from(&[
+            "objtier",
+            "daemon",
+            "--config",
+            path,
+            "--warm-start",
+            "on",
+            "--site-store",
+            "/elsewhere",
+        ])
+        .unwrap();
+        assert!(c.warm_start);
+        assert_eq!(c.site_store.as_deref(), Some(Path::new("/elsewhere")));
         assert_eq!(c.alpha, objtier_policy::DEFAULT_ALPHA, "then the default");
         assert_eq!(c.split_bytes, 64 << 20);
         let defaults = config_from(&["objtier", "daemon"]).unwrap();
         assert_eq!(defaults.interval, Duration::from_secs(2));
         assert_eq!(defaults.proactive, SitePlacement::Conservative);
         assert_eq!(defaults.triggers, vec![TriggerSpec::Time(1)]);
+        assert!(defaults.warm_start);
+        assert_eq!(
+            defaults.site_store, None,
+            "the default directory is chosen at start-up"
+        );
         let c = config_from(&[
             "objtier",
             "daemon",

@@ -16,6 +16,9 @@ pub enum SourceChoice {
     Damon,
     /// perf address sampling (PEBS, IBS, or `--event`); an error if unavailable.
     Perf,
+    /// Page references through /proc (clear_refs, smaps, pagemap; idle page tracking where
+    /// the kernel has it): coarse, for kernels without DAMON.
+    Proc,
     /// No sampling (capacity caps are still enforced).
     None,
 }
@@ -27,9 +30,10 @@ impl std::str::FromStr for SourceChoice {
             "auto" => Ok(Self::Auto),
             "damon" => Ok(Self::Damon),
             "perf" => Ok(Self::Perf),
+            "proc" => Ok(Self::Proc),
             "none" => Ok(Self::None),
             _ => Err(format!(
-                "unknown access source {s:?}: use auto, perf, damon or none"
+                "unknown access source {s:?}: use auto, perf, damon, proc or none"
             )),
         }
     }
@@ -67,6 +71,11 @@ pub struct DaemonConfig {
     /// Proactive placement by allocation site (paper §3.5): how sites whose objects are planned
     /// below the fastest tier start their new objects there (needs an access source).
     pub proactive: SitePlacement,
+    /// Warm start (`crate::sitestore`): save the site placements each program learnt, and apply
+    /// them from the start of its next run.
+    pub warm_start: bool,
+    /// Where the site store lives; None: [`default_site_store`].
+    pub site_store: Option<PathBuf>,
     /// Most bytes migrated per second (`--rate-limit`); None: no limit beyond the step time.
     pub rate_limit_bytes_per_second: Option<u64>,
     /// Plan and log, but move nothing.
@@ -102,6 +111,8 @@ impl DaemonConfig {
             fast_capacity_bytes: None,
             fast_reserve_bytes: None,
             proactive: SitePlacement::Conservative,
+            warm_start: true,
+            site_store: None,
             rate_limit_bytes_per_second: None,
             dry_run: false,
             exit_when_idle: false,
@@ -130,4 +141,20 @@ pub fn default_socket_path() -> PathBuf {
         Some(dir) => PathBuf::from(dir).join("objtier/objtier.sock"),
         None => PathBuf::from(format!("/tmp/objtier-{uid}/objtier.sock")),
     }
+}
+
+/// Where a daemon keeps its site store (warm start) by default: `/var/lib/objtier/sites` for
+/// root, else `$XDG_STATE_HOME/objtier/sites`, else `$HOME/.local/state/objtier/sites`; None
+/// for a user without a home.
+pub fn default_site_store() -> Option<PathBuf> {
+    // SAFETY: geteuid has no failure mode.
+    if unsafe { libc::geteuid() } == 0 {
+        return Some(PathBuf::from("/var/lib/objtier/sites"));
+    }
+    let nonempty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    nonempty("XDG_STATE_HOME")
+        .map(|dir| PathBuf::from(dir).join("objtier/sites"))
+        .or_else(|| {
+            nonempty("HOME").map(|home| PathBuf::from(home).join(".local/state/objtier/sites"))
+        })
 }

@@ -9,11 +9,13 @@
 //! a migration runs.
 //!
 //! Layout: [`config`] (what the user can set), [`process`] (per-process state fed by the ring),
-//! [`source`] (where access observations come from), [`tiering`] (the interval), [`status`]
-//! (what `objtier status` prints), and this file (sockets and the loop).
+//! [`source`] (where access observations come from), [`tiering`] (the interval), [`sitestore`]
+//! (placements saved per program for its next run), [`status`] (what `objtier status` prints),
+//! and this file (sockets and the loop).
 
 pub mod config;
 pub mod process;
+pub mod sitestore;
 pub mod source;
 pub mod status;
 pub mod tiering;
@@ -73,6 +75,8 @@ pub struct Daemon {
     pub since_enforcement: tiering::SinceEnforcement,
     /// LLC-miss and instruction counters, when a trigger needs them.
     pub llc_counters: Option<objtier_sys::perf::LlcCounters>,
+    /// Warm start's store; None when warm start is off (or has no directory).
+    pub site_store: Option<sitestore::SiteStore>,
     next_process_id: u64,
     euid: u32,
 }
@@ -108,6 +112,30 @@ fn bind(path: &Path) -> anyhow::Result<UnixListener> {
     }
     listener.set_nonblocking(true)?;
     Ok(listener)
+}
+
+/// The site store warm start uses. A directory given with `--site-store` is created now, and
+/// one that cannot be is an error; the default one is created by the first save (and a failure
+/// then is a warning).
+fn open_site_store(config: &DaemonConfig) -> anyhow::Result<Option<sitestore::SiteStore>> {
+    if !config.warm_start {
+        return Ok(None);
+    }
+    if let Some(dir) = &config.site_store {
+        return sitestore::SiteStore::create(dir.clone())
+            .map(Some)
+            .with_context(|| format!("cannot create the site store {}", dir.display()));
+    }
+    match config::default_site_store() {
+        Some(dir) => Ok(Some(sitestore::SiteStore::new(dir))),
+        None => {
+            tracing::warn!(
+                "warm start is off: no directory for the site store (no HOME); give one with \
+                 --site-store"
+            );
+            Ok(None)
+        }
+    }
 }
 
 /// The built-in policy the config names (`--prioritization`, `--trigger`, `--alpha`,
@@ -152,6 +180,7 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
     } else {
         Box::new(LinuxPageMover)
     };
+    let site_store = open_site_store(&config)?;
     let listener = bind(&config.socket_path)?;
     // SAFETY: installing a handler that only stores to an atomic.
     unsafe {
@@ -173,11 +202,18 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
         interval_ms = config.interval.as_millis() as u64,
         policy = %policy.describe(),
         proactive = %config.proactive,
+        site_store = %site_store.as_ref().map_or("off".into(), |s| s.dir().display().to_string()),
         "objtier daemon ready"
     );
     let mut daemon = Daemon::new(config, topology, source, mover, policy);
     daemon.llc_counters = llc_counters;
+    daemon.site_store = site_store;
     let result = daemon.serve(&listener);
+    // What the attached processes learnt outlives the daemon.
+    let ids: Vec<u64> = daemon.processes.keys().copied().collect();
+    for id in ids {
+        daemon.save_sites(id);
+    }
     daemon.source.release();
     let _ = std::fs::remove_file(&daemon.config.socket_path);
     tracing::info!("objtier daemon stopped");
@@ -208,6 +244,7 @@ impl Daemon {
             policy,
             since_enforcement: tiering::SinceEnforcement::default(),
             llc_counters: None,
+            site_store: None,
             next_process_id: 1,
             // SAFETY: geteuid has no failure mode.
             euid: unsafe { libc::geteuid() },
@@ -265,10 +302,7 @@ impl Daemon {
                         != 0
                     || (revents & libc::POLLIN != 0 && peer_closed(&self.processes[id].socket))
                 {
-                    if let Some(mut p) = self.processes.remove(id) {
-                        p.drain();
-                        tracing::info!(pid = p.pid, objects = p.objects.len(), "process detached");
-                    }
+                    self.detach(*id);
                 }
             }
             // Handshakes that spoke, or timed out.
@@ -396,7 +430,9 @@ impl Daemon {
         let fd = fd.ok_or_else(|| anyhow::anyhow!("pid {} sent no ring", cred.pid))?;
         let ring = RingMapping::map(&fd, hello.shared_bytes)
             .with_context(|| format!("pid {}: bad ring", cred.pid))?;
-        // Tell the library where each tier's memory is, for placing new objects.
+        // Where each tier's memory is, for the library to place new objects: told after the
+        // sites remembered for the program are placed (below), so a library that knows the
+        // tiers knows those placements too.
         let tier_masks: Vec<u64> = self
             .topology
             .tiers
@@ -408,7 +444,6 @@ impl Daemon {
                     .fold(0, |m, &n| m | 1 << n)
             })
             .collect();
-        ring.control().set_tiers(&tier_masks);
         // Bind to the process itself, not its pid. It is connected, so it has not exited and
         // its pid cannot have been reused; the pidfd keeps that true for as long as we hold it.
         let pidfd = match objtier_sys::socket::pidfd_open(cred.pid) {
@@ -463,9 +498,91 @@ impl Daemon {
                 allocated_unclaimed: 0,
                 blocks: BTreeMap::new(),
                 pidfd,
+                warm: None,
             },
         );
+        self.warm_start_at_attach(id);
+        self.processes[&id].ring.control().set_tiers(&tier_masks);
         Ok(())
+    }
+
+    /// Looks up the program of a newly attached process in the site store, and places the
+    /// remembered sites it can already (`Process::predict_sites`).
+    fn warm_start_at_attach(&mut self, id: u64) {
+        let Some(p) = self.processes.get(&id) else {
+            return;
+        };
+        if self.site_store.is_none() {
+            return;
+        }
+        let proc_root = Path::new("/proc");
+        let program = match sitestore::Program::of_process(proc_root, p.pid, p.uid) {
+            Ok(program) => program,
+            Err(e) => {
+                tracing::info!(pid = p.pid, "no warm start: cannot tell its program: {e}");
+                return;
+            }
+        };
+        self.warm_start(id, program, |pid| {
+            objtier_sys::maps::Maps::read(proc_root, pid)
+                .map_err(|e| tracing::debug!(pid, "cannot read its memory map: {e}"))
+                .ok()
+        });
+    }
+
+    /// Gives process `id` the store's knowledge of `program`, and places the remembered sites
+    /// whose modules its memory map (read only if something is remembered) shows.
+    pub fn warm_start(
+        &mut self,
+        id: u64,
+        program: sitestore::Program,
+        read_maps: impl FnOnce(u32) -> Option<objtier_sys::maps::Maps>,
+    ) {
+        let (Some(store), Some(p)) = (&self.site_store, self.processes.get_mut(&id)) else {
+            return;
+        };
+        let sites = store.load(&program);
+        let remembered = sites.len();
+        let file = store.file_of(&program);
+        let exe = program.exe.clone();
+        p.warm = Some(process::WarmStart::new(
+            program,
+            file,
+            sites,
+            self.topology.tiers.len(),
+        ));
+        let placed = if remembered > 0 {
+            read_maps(p.pid).map_or(0, |maps| p.predict_sites(&maps))
+        } else {
+            0
+        };
+        if remembered > 0 {
+            tracing::info!(
+                pid = p.pid,
+                exe,
+                remembered,
+                placed,
+                "warm start: sites remembered from an earlier run; placed now those whose modules are mapped"
+            );
+        }
+    }
+
+    /// Forgets a process that hung up, after draining what it left and saving what it learnt.
+    pub fn detach(&mut self, id: u64) {
+        if let Some(mut p) = self.processes.remove(&id) {
+            p.drain();
+            if let Some(store) = &self.site_store {
+                p.save_sites(store);
+            }
+            tracing::info!(pid = p.pid, objects = p.objects.len(), "process detached");
+        }
+    }
+
+    /// Saves what process `id` learnt, if anything changed since its last save.
+    pub fn save_sites(&mut self, id: u64) {
+        if let (Some(store), Some(p)) = (&self.site_store, self.processes.get_mut(&id)) {
+            p.save_sites(store);
+        }
     }
 
     fn control(&mut self, stream: UnixStream) -> anyhow::Result<()> {

@@ -12,9 +12,11 @@
 //! frees were lost) and are forgotten; objects already known keep their access history. If
 //! events were dropped during the resync itself, another is requested.
 //!
-//! **Sites** arrive as raw return addresses, once per site; `crate::sites` turns them into
-//! `module+offset` for people and for matching across runs.
+//! **Sites** arrive as raw return addresses, once per site; `objtier_sys::maps` turns them into
+//! `module+offset` for people and for matching across runs: placements remembered from an
+//! earlier run of the same program (`crate::sitestore`, warm start) are applied by call path.
 
+use crate::sitestore::{Learnt, Program, Seen, StoredSite};
 use objtier_policy::split_ranges;
 use objtier_wire::{advice, event_flags, Control, EventKind, RingHeader, PAGE_SIZE};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -187,6 +189,58 @@ pub enum PlacedBy {
     Hand,
     /// The proactive policy.
     Proactive,
+    /// Warm start: remembered from an earlier run of the program (the proactive policy may
+    /// override it, like its own placements).
+    WarmStart,
+}
+
+impl PlacedBy {
+    /// As `objtier status` shows it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PlacedBy::Hand => "objtier place",
+            PlacedBy::Proactive => "proactive",
+            PlacedBy::WarmStart => "warm start",
+        }
+    }
+}
+
+/// A process's warm start (`crate::sitestore`): what was remembered for its program, and
+/// whether what it learnt since was saved.
+#[derive(Debug)]
+pub struct WarmStart {
+    pub program: Program,
+    /// The store file of the program (for status).
+    pub file: std::path::PathBuf,
+    /// Remembered placements by call path.
+    pub remembered: HashMap<Vec<String>, (u32, Learnt)>,
+    /// Sites placed at attach, from remembered call paths and the memory map, before the
+    /// library described them: site id -> call path.
+    pub predicted: HashMap<u64, Vec<String>>,
+    /// A placement the store records changed since the last save.
+    pub unsaved: bool,
+}
+
+impl WarmStart {
+    /// Remembered `sites` of `program`; those in a tier this machine does not have are dropped.
+    pub fn new(
+        program: Program,
+        file: std::path::PathBuf,
+        sites: Vec<StoredSite>,
+        tiers: usize,
+    ) -> WarmStart {
+        WarmStart {
+            program,
+            file,
+            remembered: sites
+                .into_iter()
+                .filter(|s| (s.tier as usize) < tiers)
+                .map(|s| (s.frames, (s.tier, s.learnt)))
+                .collect(),
+            predicted: HashMap::new(),
+            unsaved: false,
+        }
+    }
 }
 
 /// Progress of a resync (see the module doc).
@@ -248,6 +302,8 @@ pub struct Process {
     /// the pid is reused, and tells when the process exits even while a child that inherited
     /// its socket keeps the connection open.
     pub pidfd: Option<std::os::fd::OwnedFd>,
+    /// Warm start, when the daemon keeps a site store and knows the program.
+    pub warm: Option<WarmStart>,
 }
 
 impl Process {
@@ -320,6 +376,7 @@ impl Process {
             allocated_unclaimed: 0,
             blocks: BTreeMap::new(),
             pidfd: None,
+            warm: None,
         };
         Ok((process, theirs))
     }
@@ -600,9 +657,12 @@ impl Process {
             .any(|s| s.complete() && s.names.is_none())
     }
 
-    /// Names the frames of every complete, unnamed site with the process's memory map.
-    pub fn name_sites(&mut self, maps: &objtier_sys::maps::Maps) {
-        for site in self.sites.values_mut() {
+    /// Names the frames of every complete, unnamed site with the process's memory map. A newly
+    /// named site whose call path is remembered from an earlier run, and that is not placed yet,
+    /// gets the remembered placement (warm start); those are returned as (site, tier).
+    pub fn name_sites(&mut self, maps: &objtier_sys::maps::Maps) -> Vec<(u64, u32)> {
+        let mut named = Vec::new();
+        for (&id, site) in self.sites.iter_mut() {
             if site.complete() && site.names.is_none() {
                 let names = site
                     .ips
@@ -610,6 +670,120 @@ impl Process {
                     .map(|&ip| maps.describe(ip).unwrap_or_else(|| format!("?+{ip:#x}")))
                     .collect();
                 site.names = Some(names);
+                named.push(id);
+            }
+        }
+        let Some(warm) = &self.warm else {
+            return Vec::new();
+        };
+        let wanted: Vec<(u64, u32)> = named
+            .into_iter()
+            .filter(|site| !self.placements.contains_key(site))
+            .filter_map(|site| {
+                let names = self.sites[&site].names.as_ref()?;
+                warm.remembered.get(names).map(|&(tier, _)| (site, tier))
+            })
+            .collect();
+        wanted
+            .into_iter()
+            .filter(|&(site, tier)| self.set_placement(site, Some(tier), PlacedBy::WarmStart))
+            .collect()
+    }
+
+    /// Warm start at attach: places every remembered call path whose modules are all mapped
+    /// already, under the site id the library will compute for it (the hash of this run's
+    /// return addresses, which the memory map gives back from `module+offset`), so that the
+    /// site's objects start in their tier from the first one allocated after this. Paths
+    /// through modules loaded later are placed when the library describes them
+    /// ([`Process::name_sites`]). Returns the number of sites placed.
+    pub fn predict_sites(&mut self, maps: &objtier_sys::maps::Maps) -> usize {
+        let Some(warm) = &self.warm else {
+            return 0;
+        };
+        let found: Vec<(u64, u32, Vec<String>)> = warm
+            .remembered
+            .iter()
+            .filter_map(|(frames, &(tier, _))| {
+                let ips: Option<Vec<u64>> = frames.iter().map(|f| maps.address_of(f)).collect();
+                Some((objtier_wire::site_id::of(&ips?), tier, frames.clone()))
+            })
+            .collect();
+        let mut placed = 0;
+        for (site, tier, frames) in found {
+            if self.placements.contains_key(&site)
+                || !self.set_placement(site, Some(tier), PlacedBy::WarmStart)
+            {
+                continue;
+            }
+            if let Some(warm) = &mut self.warm {
+                warm.predicted.insert(site, frames);
+            }
+            placed += 1;
+        }
+        placed
+    }
+
+    /// The call paths this run has seen, each with its placement now: what a save merges into
+    /// the store. Paths with a frame no file maps are left out (their names hold raw addresses).
+    pub fn seen_sites(&self) -> Vec<Seen> {
+        self.sites
+            .iter()
+            .filter_map(|(site, frames)| {
+                let names = frames.names.as_ref()?;
+                if names.iter().any(|n| n.starts_with("?+")) {
+                    return None;
+                }
+                let placed = self.placements.get(site).map(|&(tier, by)| {
+                    let learnt = match by {
+                        PlacedBy::Hand => Learnt::Hand,
+                        PlacedBy::Proactive => Learnt::Proactive,
+                        // Whoever learnt it first.
+                        PlacedBy::WarmStart => self
+                            .warm
+                            .as_ref()
+                            .and_then(|w| w.remembered.get(names))
+                            .map_or(Learnt::Proactive, |&(_, learnt)| learnt),
+                    };
+                    (tier, learnt)
+                });
+                Some((names.clone(), placed))
+            })
+            .collect()
+    }
+
+    /// Saves what this run learnt into `store`, if something changed since the last save.
+    pub fn save_sites(&mut self, store: &crate::sitestore::SiteStore) {
+        let Some(warm) = &self.warm else {
+            return;
+        };
+        if !warm.unsaved {
+            return;
+        }
+        let seen = self.seen_sites();
+        // A site placed before its frames were named is saved once they are (at the next
+        // interval).
+        let unnamed_placed = self.placements.iter().any(|(site, &(_, by))| {
+            by != PlacedBy::WarmStart
+                && self
+                    .sites
+                    .get(site)
+                    .is_some_and(|f| f.complete() && f.names.is_none())
+        });
+        match store.save(&warm.program, &seen) {
+            Ok(written) => {
+                if written {
+                    tracing::debug!(pid = self.pid, file = %warm.file.display(), "site store saved");
+                }
+                if let Some(warm) = &mut self.warm {
+                    warm.unsaved = unnamed_placed;
+                }
+            }
+            Err(e) => {
+                store.report_failure(&warm.file, &e);
+                // Tried once per change: the next change tries again.
+                if let Some(warm) = &mut self.warm {
+                    warm.unsaved = false;
+                }
             }
         }
     }
@@ -638,6 +812,12 @@ impl Process {
             Some(t) => self.placements.insert(site, (t, by)),
             None => self.placements.remove(&site),
         };
+        // Learnt in this run (or a remembered placement undone): the store should hear of it.
+        if by != PlacedBy::WarmStart {
+            if let Some(warm) = &mut self.warm {
+                warm.unsaved = true;
+            }
+        }
         true
     }
 

@@ -52,6 +52,14 @@ pub fn status_json(d: &Daemon) -> Value {
                 "sites": sites_json(p),
                 "hottest_records": hottest_records_json(p),
                 "advised_ranges": p.advice.len(),
+                // The program's store file, how many sites it remembered, and how many were
+                // placed at attach (the others when the library describes them).
+                "warm_start": p.warm.as_ref().map(|w| json!({
+                    "exe": w.program.exe,
+                    "store_file": w.file,
+                    "remembered_sites": w.remembered.len(),
+                    "placed_at_attach": w.predicted.len(),
+                })),
                 "resync": match &p.resync {
                     crate::process::Resync::Idle => json!("idle"),
                     crate::process::Resync::Requested { request, .. } => json!({"requested": request}),
@@ -79,6 +87,8 @@ pub fn status_json(d: &Daemon) -> Value {
             "dry_run": d.config.dry_run,
             "proactive": d.config.proactive.to_string(),
             "policy": d.policy.describe(),
+            "warm_start": d.site_store.is_some(),
+            "site_store": d.site_store.as_ref().map(|s| s.dir()),
             "rate_limit_bytes_per_second": d.config.rate_limit_bytes_per_second,
             "tier_source": format!("{:?}", d.topology.tier_source),
             "totals": d.totals,
@@ -141,14 +151,49 @@ fn sites_json(p: &crate::process::Process) -> Vec<Value> {
                 "objects": objects,
                 "bytes": bytes,
                 "start_tier": p.placements.get(&site).map(|&(tier, _)| tier),
-                "placed_by": p.placements.get(&site).map(|&(_, by)| match by {
-                    crate::process::PlacedBy::Hand => "objtier place",
-                    crate::process::PlacedBy::Proactive => "proactive",
-                }),
+                "placed_by": p.placements.get(&site).map(|&(_, by)| by.describe()),
+                // A site placed by warm start before the library described it shows the
+                // remembered call path.
                 "frames": frames.and_then(|f| f.names.clone()).or_else(|| {
                     frames.map(|f| f.ips.iter().map(|ip| format!("?+{ip:#x}")).collect())
-                }),
+                }).or_else(|| p.warm.as_ref().and_then(|w| w.predicted.get(&site).cloned())),
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::tests::{process, push};
+    use objtier_wire::{event_flags, EventKind};
+
+    #[test]
+    fn hottest_records_come_hottest_first_and_unsampled_ones_not_at_all() {
+        let (mut p, _peer) = process();
+        for i in 0..4u64 {
+            push(
+                &p,
+                EventKind::Alloc,
+                0x10_0000 + i * 0x10_0000,
+                0x10_0000,
+                event_flags::SNAPSHOT,
+            );
+        }
+        p.drain();
+        for (i, ema) in [(1u64, 5.0), (3, 9.0)] {
+            p.records
+                .get_mut(&(0x10_0000 + i * 0x10_0000))
+                .unwrap()
+                .ema_accesses = ema;
+        }
+        let hottest = hottest_records_json(&p);
+        let starts: Vec<&str> = hottest
+            .iter()
+            .map(|r| r["start"].as_str().unwrap())
+            .collect();
+        assert_eq!(starts, ["0x400000", "0x200000"]);
+        assert_eq!(hottest[0]["ema_accesses"], 9.0);
+        assert_eq!(hottest[0]["len"], 0x10_0000);
+    }
 }

@@ -414,11 +414,21 @@ impl Daemon {
         }
 
         // Sites described since the last interval get their module+offset names, while the
-        // modules they point into are surely still mapped.
+        // modules they point into are surely still mapped; those remembered from an earlier run
+        // of the program are placed as they were then (warm start).
         for p in self.processes.values_mut() {
             if p.has_unnamed_sites() {
                 match objtier_sys::maps::Maps::read(std::path::Path::new("/proc"), p.pid) {
-                    Ok(maps) => p.name_sites(&maps),
+                    Ok(maps) => {
+                        for (site, tier) in p.name_sites(&maps) {
+                            tracing::info!(
+                                pid = p.pid,
+                                site = format_args!("{site:#x}"),
+                                tier,
+                                "warm start placement"
+                            );
+                        }
+                    }
                     Err(e) => tracing::debug!(pid = p.pid, "cannot read its memory map: {e}"),
                 }
             }
@@ -721,6 +731,10 @@ impl Daemon {
         }
         tracing::debug!(?report, "interval");
         self.last_interval = Some(report);
+        // Placements learnt this interval are saved now, so a killed daemon loses little.
+        for id in process_ids {
+            self.save_sites(id);
+        }
     }
 
     /// Pages of one record that must move to reach `target`: (down, up).
@@ -1036,5 +1050,165 @@ mod tests {
         daemon.interval();
         assert_eq!(daemon.totals.intervals, 1);
         assert!(fake.lock().unwrap().moves().is_empty());
+    }
+
+    /// Describes a site to `p` as the library would: its frames, one event each.
+    fn describe_site(p: &crate::process::Process, ips: &[u64]) -> u64 {
+        let site = objtier_wire::site_id::of(ips);
+        for (i, &ip) in ips.iter().enumerate() {
+            assert!(p.ring.header().push(&objtier_wire::Event {
+                kind: EventKind::SiteFrame as u32,
+                addr: ip,
+                len: (i as u64) << 32 | ips.len() as u64,
+                site,
+                ..Default::default()
+            }));
+        }
+        site
+    }
+
+    /// A memory map with the program at `app` and libc at `libc` (None: not loaded yet).
+    fn maps(app: u64, libc: Option<u64>) -> objtier_sys::maps::Maps {
+        let mut text = format!(
+            "{:x}-{:x} r-xp 00001000 fe:00 7 /usr/bin/app\n",
+            app + 0x1000,
+            app + 0x3000
+        );
+        if let Some(libc) = libc {
+            text += &format!(
+                "{:x}-{:x} r-xp 00028000 fe:00 9 /usr/lib/libc.so.6\n",
+                libc + 0x28000,
+                libc + 0x1a0000
+            );
+        }
+        objtier_sys::maps::Maps::parse(&text)
+    }
+
+    /// Warm start end to end through the daemon: a placement learnt in one run is saved (at
+    /// the interval, and at detach) and applied in the next run of the same program, whose
+    /// addresses and site ids ASLR changed, at attach when the call path's modules are mapped,
+    /// else once the library describes the site; the live policy can undo it, and the store
+    /// forgets it then.
+    #[test]
+    fn a_learnt_placement_is_saved_and_applied_in_the_next_run() {
+        use crate::process::PlacedBy;
+        use crate::sitestore::{Learnt, Program, SiteStore};
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let program = Program {
+            exe: "/usr/bin/app".into(),
+            uid: 0,
+            exe_size: 8192,
+            exe_mtime_ns: 1,
+        };
+        let store_dir = sys.path().join("sites");
+        // The cold site's call path: app+0x1234 called from libc+0x29d90, and a hot one.
+        let path_at = |app: u64, libc: u64| vec![app + 0x1234, libc + 0x29d90];
+        let cold_names = vec![
+            "/usr/bin/app+0x1234".to_string(),
+            "/usr/lib/libc.so.6+0x29d90".to_string(),
+        ];
+        let run = |app: u64, libc: u64, mapped_at_attach: bool| {
+            let (p, peer) = process();
+            let mut daemon = daemon_with(two_tiers(10 * MIB, 10 * MIB), p, &fake, &sys);
+            daemon.site_store = Some(SiteStore::new(store_dir.clone()));
+            let at_attach = maps(app, mapped_at_attach.then_some(libc));
+            daemon.warm_start(1, program.clone(), |_| Some(at_attach));
+            (daemon, peer)
+        };
+
+        // Run 1 learns that the cold site starts in tier 1.
+        let (app, libc) = (0x5555_0000_0000, 0x7f00_0000_0000);
+        let (mut daemon, _peer) = run(app, libc, true);
+        let p = daemon.processes.get_mut(&1).unwrap();
+        assert!(p.placements.is_empty(), "nothing remembered yet");
+        let cold = describe_site(p, &path_at(app, libc));
+        let other = describe_site(p, &[app + 0x1300, libc + 0x29d90]);
+        p.drain();
+        assert!(p.name_sites(&maps(app, Some(libc))).is_empty());
+        assert_eq!(p.sites[&cold].names.as_ref(), Some(&cold_names));
+        assert!(
+            p.place_site_auto(cold, Some(1)),
+            "as the proactive policy does"
+        );
+        let file = daemon.site_store.as_ref().unwrap().file_of(&program);
+        assert!(!file.exists());
+        daemon.interval();
+        assert!(file.exists(), "saved at the interval the placement changed");
+        let stored = SiteStore::new(store_dir.clone()).load(&program);
+        assert_eq!(
+            stored.len(),
+            1,
+            "the other site has no placement to remember"
+        );
+        assert_eq!(
+            (&stored[0].frames, stored[0].tier, stored[0].learnt),
+            (&cold_names, 1, Learnt::Proactive)
+        );
+        // A placement by hand after the last interval is saved when the process detaches.
+        let p = daemon.processes.get_mut(&1).unwrap();
+        assert!(p.place_site(other, Some(0)));
+        daemon.detach(1);
+        let stored = SiteStore::new(store_dir.clone()).load(&program);
+        assert_eq!(stored.len(), 2);
+        assert_eq!(
+            (&stored[1].frames[0], stored[1].tier, stored[1].learnt),
+            (&"/usr/bin/app+0x1300".to_string(), 0, Learnt::Hand)
+        );
+
+        // Run 2, another ASLR layout: the same call path has other addresses and another id,
+        // and is placed at attach, before the library describes it.
+        let (app, libc) = (0x5611_0000_0000, 0x7f11_0000_0000);
+        let (mut daemon, _peer) = run(app, libc, true);
+        let cold2 = objtier_wire::site_id::of(&path_at(app, libc));
+        assert_ne!(cold2, cold);
+        let p = daemon.processes.get_mut(&1).unwrap();
+        assert_eq!(p.ring.control().site_tier(cold2), Some(1));
+        assert_eq!(p.placements.get(&cold2), Some(&(1, PlacedBy::WarmStart)));
+        let status = crate::status::status_json(&daemon);
+        let sites = status["processes"][0]["sites"].as_array().unwrap();
+        let site = sites
+            .iter()
+            .find(|s| s["site"] == format!("{cold2:#018x}"))
+            .unwrap();
+        assert_eq!(site["placed_by"], "warm start");
+        assert_eq!(site["start_tier"], 1);
+        assert_eq!(
+            site["frames"][0], "/usr/bin/app+0x1234",
+            "remembered frames"
+        );
+        assert_eq!(status["processes"][0]["warm_start"]["placed_at_attach"], 2);
+        // Described later, it keeps the placement (named, nothing new to place).
+        let p = daemon.processes.get_mut(&1).unwrap();
+        assert_eq!(describe_site(p, &path_at(app, libc)), cold2);
+        p.drain();
+        assert!(p.name_sites(&maps(app, Some(libc))).is_empty());
+        assert_eq!(p.placements.get(&cold2), Some(&(1, PlacedBy::WarmStart)));
+        // Nothing learnt: detaching writes nothing.
+        let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+        daemon.detach(1);
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().modified().unwrap(),
+            modified
+        );
+
+        // Run 3: libc is not mapped at attach, so the site is placed when it is named.
+        let (app, libc) = (0x5622_0000_0000, 0x7f22_0000_0000);
+        let (mut daemon, _peer) = run(app, libc, false);
+        let p = daemon.processes.get_mut(&1).unwrap();
+        assert!(p.placements.is_empty());
+        let cold3 = describe_site(p, &path_at(app, libc));
+        p.drain();
+        assert_eq!(p.name_sites(&maps(app, Some(libc))), vec![(cold3, 1)]);
+        assert_eq!(p.ring.control().site_tier(cold3), Some(1));
+        assert_eq!(p.placements.get(&cold3), Some(&(1, PlacedBy::WarmStart)));
+        // The live policy overrides it (the site's objects turned out hot); the store forgets it
+        // and keeps what this run did not see.
+        assert!(p.place_site_auto(cold3, None));
+        assert_eq!(p.ring.control().site_tier(cold3), None);
+        daemon.detach(1);
+        let stored = SiteStore::new(store_dir).load(&program);
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored[0].frames[0], "/usr/bin/app+0x1300");
     }
 }

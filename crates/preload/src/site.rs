@@ -15,6 +15,7 @@
 
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use objtier_wire::site_id;
 
 #[allow(non_camel_case_types)]
 type _Unwind_Trace_Fn = extern "C" fn(ctx: *mut c_void, arg: *mut c_void) -> c_int;
@@ -65,7 +66,7 @@ extern "C" fn on_frame(ctx: *mut c_void, arg: *mut c_void) -> c_int {
     if ip >= SELF_START.load(Ordering::Relaxed) && ip < SELF_END.load(Ordering::Relaxed) {
         return URC_NO_REASON;
     }
-    walk.hash = mix(walk.hash, ip as u64);
+    walk.hash = site_id::step(walk.hash, ip as u64);
     walk.frames.ips[walk.frames.len] = ip;
     walk.frames.len += 1;
     if walk.frames.len >= walk.max_frames {
@@ -73,11 +74,6 @@ extern "C" fn on_frame(ctx: *mut c_void, arg: *mut c_void) -> c_int {
     } else {
         URC_NO_REASON
     }
-}
-
-#[inline]
-fn mix(hash: u64, value: u64) -> u64 {
-    (hash.rotate_left(23) ^ value).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// Hash of up to `max_frames` return addresses above this library, which it leaves in
@@ -90,14 +86,13 @@ pub fn capture(max_frames: usize, frames: &mut Frames) -> u64 {
         return 0;
     }
     let mut walk = Walk {
-        hash: 0x243F_6A88_85A3_08D3,
+        hash: site_id::SEED,
         max_frames,
         frames,
     };
     // SAFETY: `on_frame` only touches `walk` through the pointer we pass, which outlives the call.
     unsafe { _Unwind_Backtrace(on_frame, &mut walk as *mut Walk as *mut c_void) };
-    let h = walk.hash ^ (walk.hash >> 29);
-    h.max(1)
+    site_id::finish(walk.hash)
 }
 
 /// Records where this library's code lives so that its own frames are not hashed.
@@ -215,7 +210,12 @@ fn cache_key(caller: Caller) -> Option<u64> {
     let in_wrapper = WRAPPERS.iter().any(|(start, end)| {
         (start.load(Ordering::Relaxed)..end.load(Ordering::Relaxed)).contains(&caller.ra)
     });
-    (!in_wrapper).then(|| mix(mix(0x1234_5678, caller.ra as u64), caller.sp as u64) | 1)
+    (!in_wrapper).then(|| {
+        site_id::step(
+            site_id::step(0x1234_5678, caller.ra as u64),
+            caller.sp as u64,
+        ) | 1
+    })
 }
 
 #[inline]
@@ -328,6 +328,12 @@ mod tests {
         let here = capture(16, &mut frames);
         assert_ne!(here, 0);
         assert!(frames.len > 0 && frames.len <= 16);
+        // The daemon recomputes ids from frames (warm start): the same frames, the same id.
+        let ips: Vec<u64> = frames.ips[..frames.len]
+            .iter()
+            .map(|&ip| ip as u64)
+            .collect();
+        assert_eq!(site_id::of(&ips), here);
         let mut shallow = Frames::new();
         assert_eq!(capture(0, &mut shallow), 0);
         assert_eq!(shallow.len, 0);

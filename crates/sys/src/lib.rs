@@ -6,6 +6,8 @@
 //!   planners and daemons can be tested on any laptop, and `--dry-run` comes for free.
 //! - [`damon`]: the DAMON sysfs interface behind a file layer with a dry-run mode.
 //! - [`maps`]: `/proc/PID/maps`, to name code addresses as `module+offset`.
+//! - [`procrefs`]: page references through `/proc` (`clear_refs`, `smaps`, `pagemap`) and idle
+//!   page tracking, with a recording fake, for the access source of kernels without DAMON.
 //! - [`perf`]: hardware counters (LLC misses, instructions) through `perf_event_open(2)`.
 //! - [`socket`]: peer credentials and fd passing on Unix sockets.
 //! - [`probe`]: read-only checks of what the machine offers, for `objtier doctor`.
@@ -17,6 +19,7 @@ pub mod maps;
 pub mod pages;
 pub mod perf;
 pub mod probe;
+pub mod procrefs;
 pub mod socket;
 pub mod topology;
 

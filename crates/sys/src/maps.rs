@@ -3,8 +3,8 @@
 //! A site's frames arrive as raw return addresses, which ASLR moves on every run. Named as
 //! `module+offset` (the mapped file and the address's offset in it) they mean the same code in
 //! every run of the same binary, which is what profiles and placements taken in one run and
-//! applied in the next need. The reader takes the path of the maps file, so tests feed it
-//! captured text.
+//! applied in the next need ([`Maps::address_of`] turns such a name back into this run's
+//! address). The reader takes the path of the maps file, so tests feed it captured text.
 
 use std::path::Path;
 
@@ -15,6 +15,8 @@ pub struct FileMapping {
     pub end: u64,
     /// Offset in the file of `start`.
     pub file_offset: u64,
+    /// Mapped executable (`x` in the permissions).
+    pub executable: bool,
     pub path: String,
 }
 
@@ -45,11 +47,29 @@ impl Maps {
         let m = self.mappings.get(i.checked_sub(1)?)?;
         (address < m.end).then(|| format!("{}+{:#x}", m.path, address - m.start + m.file_offset))
     }
+
+    /// The address a `module+0xoffset` name (as [`Maps::describe`] writes it) has in this
+    /// process, or None if that module is not mapped here (yet) or the name does not parse.
+    /// Where several mappings of the module hold the offset (segments may share a page of the
+    /// file), an executable one wins: names are of code addresses.
+    pub fn address_of(&self, name: &str) -> Option<u64> {
+        let (path, offset) = name.rsplit_once('+')?;
+        let offset = u64::from_str_radix(offset.strip_prefix("0x")?, 16).ok()?;
+        self.mappings
+            .iter()
+            .filter(|m| {
+                m.path == path
+                    && offset >= m.file_offset
+                    && offset - m.file_offset < m.end - m.start
+            })
+            .min_by_key(|m| !m.executable)
+            .map(|m| m.start + (offset - m.file_offset))
+    }
 }
 
 fn parse_line(line: &str) -> Option<FileMapping> {
     let mut fields = line.splitn(6, char::is_whitespace);
-    let (range, _perms, offset, _dev, _inode) = (
+    let (range, perms, offset, _dev, _inode) = (
         fields.next()?,
         fields.next()?,
         fields.next()?,
@@ -65,6 +85,7 @@ fn parse_line(line: &str) -> Option<FileMapping> {
         start: u64::from_str_radix(start, 16).ok()?,
         end: u64::from_str_radix(end, 16).ok()?,
         file_offset: u64::from_str_radix(offset, 16).ok()?,
+        executable: perms.contains('x'),
         path: path.to_string(),
     })
 }
@@ -91,6 +112,37 @@ mod tests {
             Some("/usr/bin/cat+0x0")
         );
         assert_eq!(maps.describe(0x10).as_deref(), None);
+    }
+
+    #[test]
+    fn names_turn_back_into_addresses_in_another_layout() {
+        let maps = fixture();
+        for address in [0x557b0cd0c010, 0x557b0cd0a000] {
+            let name = maps.describe(address).unwrap();
+            assert_eq!(maps.address_of(&name), Some(address), "{name}");
+        }
+        // The same binary mapped elsewhere (another run, another ASLR slide).
+        let moved = Maps::parse(
+            "5600000000-5600002000 r--p 00000000 fe:00 7 /usr/bin/cat\n\
+             5600002000-5600006000 r-xp 00002000 fe:00 7 /usr/bin/cat\n\
+             5600007000-5600009000 rw-p 00005000 fe:00 7 /usr/bin/cat\n",
+        );
+        assert_eq!(moved.address_of("/usr/bin/cat+0x2010"), Some(0x5600002010));
+        // Offset 0x5008 is in the code and the data mapping: the code wins.
+        assert_eq!(moved.address_of("/usr/bin/cat+0x5008"), Some(0x5600005008));
+        assert_eq!(
+            moved.address_of("/usr/bin/cat+0x9000"),
+            None,
+            "beyond the file"
+        );
+        assert_eq!(
+            moved.address_of("/usr/lib/libfoo.so+0x10"),
+            None,
+            "not mapped"
+        );
+        assert_eq!(moved.address_of("?+0x5600002010"), None);
+        assert_eq!(moved.address_of("/usr/bin/cat"), None);
+        assert_eq!(moved.address_of("/usr/bin/cat+12"), None);
     }
 
     #[test]

@@ -210,6 +210,54 @@ pub fn probe_perf(roots: &Roots, euid: u32) -> SourceReport {
     }
 }
 
+/// The `proc` source (page references through /proc): whether it works here, and how precisely
+/// it sees accesses with this kernel and user.
+pub fn probe_proc(roots: &Roots, euid: u32) -> SourceReport {
+    use crate::procrefs::{Precision, Support};
+    let support = Support::probe(&roots.proc, &roots.sys);
+    let (precision, not_taken) =
+        match Precision::choose(&support, euid) {
+            Ok(chosen) => chosen,
+            Err(why) => return SourceReport {
+                name: "proc",
+                implemented: true,
+                usable: false,
+                detail: why,
+                remedy: Some(
+                    "use a kernel built with CONFIG_PROC_PAGE_MONITOR (distribution kernels are)"
+                        .into(),
+                ),
+            },
+        };
+    let mut detail = precision.describe().to_owned();
+    if euid != 0 {
+        detail.push_str(&format!(
+            "; as uid {euid} it follows only that user's processes"
+        ));
+    }
+    if !not_taken.is_empty() {
+        detail.push_str(&format!("; {}", not_taken.join("; ")));
+    }
+    let mut better = Vec::new();
+    if precision != Precision::IdlePages {
+        better.push(if support.idle_bitmap {
+            "run the daemon as root for per-page reads and writes (idle page tracking)"
+        } else {
+            "per-page reads and writes need a kernel with CONFIG_IDLE_PAGE_TRACKING"
+        });
+        if !support.soft_dirty {
+            better.push("per-page writes need a kernel with CONFIG_MEM_SOFT_DIRTY");
+        }
+    }
+    SourceReport {
+        name: "proc",
+        implemented: true,
+        usable: true,
+        detail,
+        remedy: (!better.is_empty()).then(|| format!("for more precision: {}", better.join("; "))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +321,52 @@ mod tests {
         fs::create_dir_all(roots.proc.join("4242")).unwrap();
         let r = probe_damon(&roots, 0);
         assert!(r.usable && r.detail.contains("4242"), "{r:?}");
+    }
+
+    #[test]
+    fn proc_says_how_precise_it_is() {
+        let (_dir, roots) = tree();
+        let r = probe_proc(&roots, 0);
+        assert!(
+            !r.usable && r.detail.contains("CONFIG_PROC_PAGE_MONITOR"),
+            "{r:?}"
+        );
+        let own = roots.proc.join("self");
+        write(own.join("clear_refs"), "");
+        write(own.join("pagemap"), "");
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/proc");
+        // This project's host: neither soft-dirty bits nor idle page tracking.
+        fs::copy(fixtures.join("smaps-6.18"), own.join("smaps")).unwrap();
+        let r = probe_proc(&roots, 0);
+        assert!(r.usable, "{r:?}");
+        assert!(
+            r.detail.contains("per mapping for reads and writes"),
+            "{r:?}"
+        );
+        let remedy = r.remedy.unwrap();
+        assert!(remedy.contains("CONFIG_MEM_SOFT_DIRTY") && remedy.contains("IDLE_PAGE"));
+        // Debian's kernels: soft-dirty bits, no idle page tracking.
+        fs::copy(fixtures.join("smaps-6.12-debian"), own.join("smaps")).unwrap();
+        let r = probe_proc(&roots, 1000);
+        assert!(r.usable, "{r:?}");
+        assert!(
+            r.detail
+                .contains("per mapping for reads, per page for writes")
+                && r.detail.contains("uid 1000"),
+            "{r:?}"
+        );
+        // With idle page tracking, as root: per page.
+        write(roots.sys.join("kernel/mm/page_idle/bitmap"), "");
+        let r = probe_proc(&roots, 0);
+        assert!(
+            r.detail.contains("per page (reads and writes alike)"),
+            "{r:?}"
+        );
+        assert_eq!(r.remedy, None);
+        assert!(probe_proc(&roots, 1000)
+            .remedy
+            .unwrap()
+            .contains("run the daemon as root"));
     }
 
     #[test]

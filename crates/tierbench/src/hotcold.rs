@@ -16,6 +16,10 @@
 //!   never ask objtier anything.
 //! - **Query time is not loop time.** Workers stop for the once-a-second query, and `t` counts
 //!   only time spent accessing, so a slow query cannot shrink the measured loop.
+//! - **A phase change moves the hot set** (`--phase-after`): at that loop time the accesses go
+//!   to K other objects instead, which were cold until then. No tick straddles the change, a
+//!   `phase` event marks it, and every later tick measures the new hot set only, so a harness
+//!   can time how long the tiering system takes to follow.
 //!
 //! Our own bookkeeping (page lists, counters) comes from Rust's allocator, which is also `malloc`;
 //! it is tiny next to the objects and does not affect what is measured, only how fast.
@@ -33,6 +37,9 @@ use crate::numa::{self, Topology};
 const ACCESSES_PER_CLOCK_CHECK: u64 = 64 * 1024;
 /// Length of one tick of the hot loop, in loop (access) time.
 const TICK_SECONDS: f64 = 1.0;
+/// A tick that ends this close before a phase change ends at it (deadlines are rounded to
+/// nanoseconds), so no sliver of a tick is left before the change.
+const PHASE_SLACK_SECONDS: f64 = 1e-6;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -52,6 +59,110 @@ impl FirstTouch {
     }
 }
 
+/// Which objects become hot at a phase change (the hot set before it is always the last K).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PhaseHot {
+    /// The K objects allocated just before the last K.
+    BeforeLast,
+    /// The first K objects allocated.
+    First,
+    /// The K objects from this index (allocation order) on.
+    From(usize),
+    /// The K objects, outside the initial hot set, with the fewest bytes on fast nodes at the
+    /// change (lowest index first among equals): wherever first touch and the tiering system
+    /// left things, the new hot set starts as slow as it can.
+    Slowest,
+}
+
+impl std::str::FromStr for PhaseHot {
+    type Err = String;
+    fn from_str(text: &str) -> Result<PhaseHot, String> {
+        match text {
+            "before-last" => Ok(PhaseHot::BeforeLast),
+            "first" => Ok(PhaseHot::First),
+            "slowest" => Ok(PhaseHot::Slowest),
+            _ => text.parse().map(PhaseHot::From).map_err(|_| {
+                format!("{text:?} is not before-last, first, slowest or an object index")
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for PhaseHot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PhaseHot::BeforeLast => f.write_str("before-last"),
+            PhaseHot::First => f.write_str("first"),
+            PhaseHot::Slowest => f.write_str("slowest"),
+            PhaseHot::From(first) => write!(f, "{first}"),
+        }
+    }
+}
+
+/// A phase change: after `after_seconds` of loop time the hot set moves to `hot`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Phase {
+    pub after_seconds: f64,
+    pub hot: PhaseHot,
+}
+
+/// Indices of the hot objects before any phase change: the last `hot` of `objects`.
+pub fn initial_hot_objects(objects: usize, hot: usize) -> std::ops::Range<usize> {
+    objects - hot..objects
+}
+
+/// Checks that `which` can name `hot` objects outside the initial hot set: `objects` must hold
+/// two disjoint sets of `hot`, and objects from an explicit index must end before the initial
+/// hot set.
+pub fn check_phase_hot(objects: usize, hot: usize, which: PhaseHot) -> Result<(), String> {
+    if hot.checked_mul(2).is_none_or(|both| both > objects) {
+        return Err(format!(
+            "a phase change needs two disjoint hot sets: --objects {objects} is fewer than \
+             2 x --hot {hot}"
+        ));
+    }
+    match which {
+        PhaseHot::From(first) if first > objects - 2 * hot => Err(format!(
+            "--phase-hot {first}: objects {first}..{} are not all before the initial hot set \
+             (the last {hot}, from {})",
+            first.saturating_add(hot),
+            objects - hot
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Indices (ascending) of the objects hot after a phase change, for a `which` that
+/// [`check_phase_hot`] accepted. `fast_bytes_by_object` (each object's bytes on fast nodes at
+/// the change) is read only for [`PhaseHot::Slowest`].
+pub fn phase_hot_objects(
+    objects: usize,
+    hot: usize,
+    which: PhaseHot,
+    fast_bytes_by_object: &[u64],
+) -> Vec<usize> {
+    let first = match which {
+        PhaseHot::BeforeLast => objects - 2 * hot,
+        PhaseHot::First => 0,
+        PhaseHot::From(first) => first,
+        PhaseHot::Slowest => {
+            let mut candidates: Vec<usize> = (0..objects - hot).collect();
+            candidates.sort_by_key(|&index| (fast_bytes_by_object[index], index));
+            candidates.truncate(hot);
+            candidates.sort_unstable();
+            return candidates;
+        }
+    };
+    (first..first + hot).collect()
+}
+
+/// Loop seconds the next tick may last: a whole tick, cut short by the end of the loop and by a
+/// pending phase change (so no tick measures two hot sets).
+pub fn tick_seconds(loop_seconds: f64, seconds: f64, pending_phase_at: Option<f64>) -> f64 {
+    let end = pending_phase_at.map_or(seconds, |at| at.min(seconds));
+    (end - loop_seconds).min(TICK_SECONDS)
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub objects: usize,
@@ -61,6 +172,8 @@ pub struct Config {
     pub first_touch: FirstTouch,
     pub seed: u64,
     pub threads: usize,
+    /// Move the hot set once, mid-run (None: the last K objects stay hot throughout).
+    pub phase: Option<Phase>,
 }
 
 /// One line of output.
@@ -79,6 +192,22 @@ pub enum Event {
         setup_seconds: f64,
         hot_fast_bytes: u64,
         all_fast_bytes: u64,
+        /// Start address of each object, in allocation order (hex), so a harness can tell which
+        /// of a tiering system's records are the hot ones.
+        addresses: Vec<String>,
+        /// Loop time of the phase change, and `--phase-hot` (only with a phase change).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        phase_after: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        phase_hot: Option<String>,
+    },
+    /// The hot set just moved: ticks from here on measure `objects` (indices in allocation
+    /// order). `t` is the loop time of the change, on the ticks' clock.
+    Phase {
+        t: f64,
+        objects: Vec<usize>,
+        /// Bytes of the new hot set on fast nodes at the change.
+        hot_fast_bytes: u64,
     },
     Tick {
         t: f64,
@@ -87,6 +216,7 @@ pub enum Event {
         fast_share: Option<f64>,
         hot_fast_bytes: u64,
     },
+    /// Totals over the whole loop; `hot_fast_bytes` is of the hot set at the end.
     Summary {
         seconds: f64,
         accesses: u64,
@@ -124,10 +254,16 @@ pub fn run(
         .map(|&addr| (addr, objects.size_bytes))
         .collect();
     let all_map = PageMap::new(&spans, page_size_bytes);
-    let hot_map = PageMap::new(
-        &spans[config.objects - config.hot_objects..],
+    let mut hot_map = PageMap::new(
+        &spans[initial_hot_objects(config.objects, config.hot_objects)],
         page_size_bytes,
     );
+    // The phase change still to come.
+    let mut pending_phase = config.phase;
+    if let Some(phase) = pending_phase {
+        check_phase_hot(config.objects, config.hot_objects, phase.hot)
+            .map_err(anyhow::Error::msg)?;
+    }
     let mut status = Vec::new();
     let mut resident_fast_bytes = |map: &PageMap| -> Result<u64> {
         numa::query_page_nodes(&map.pages, &mut status)?;
@@ -145,6 +281,9 @@ pub fn run(
         setup_seconds,
         hot_fast_bytes: resident_fast_bytes(&hot_map)?,
         all_fast_bytes: resident_fast_bytes(&all_map)?,
+        addresses: objects.addrs.iter().map(|a| format!("{a:#x}")).collect(),
+        phase_after: config.phase.map(|phase| phase.after_seconds),
+        phase_hot: config.phase.map(|phase| phase.hot.to_string()),
     })?;
 
     let mut workers: Vec<Worker> = (0..config.threads as u64)
@@ -159,9 +298,40 @@ pub fn run(
     let (mut loop_seconds, mut total_accesses, mut total_fast_accesses) = (0.0, 0u64, 0u64);
     let mut fast_share_last = None;
     while loop_seconds < config.seconds {
+        if let Some(phase) =
+            pending_phase.take_if(|phase| loop_seconds + PHASE_SLACK_SECONDS >= phase.after_seconds)
+        {
+            let fast_bytes_by_object = if phase.hot == PhaseHot::Slowest {
+                let mut all_status = Vec::new();
+                numa::query_page_nodes(&all_map.pages, &mut all_status)?;
+                all_map.fast_bytes_by_object(&all_status, topology)
+            } else {
+                Vec::new()
+            };
+            let objects = phase_hot_objects(
+                config.objects,
+                config.hot_objects,
+                phase.hot,
+                &fast_bytes_by_object,
+            );
+            let hot_spans: Vec<(usize, usize)> = objects.iter().map(|&i| spans[i]).collect();
+            hot_map = PageMap::new(&hot_spans, page_size_bytes);
+            for worker in &mut workers {
+                worker.page_access_counts = vec![0; hot_map.pages.len()];
+            }
+            emit(Event::Phase {
+                t: loop_seconds,
+                objects,
+                hot_fast_bytes: resident_fast_bytes(&hot_map)?,
+            })?;
+        }
         let tick_start = Instant::now();
-        let deadline =
-            tick_start + Duration::from_secs_f64((config.seconds - loop_seconds).min(TICK_SECONDS));
+        let tick = tick_seconds(
+            loop_seconds,
+            config.seconds,
+            pending_phase.map(|phase| phase.after_seconds),
+        );
+        let deadline = tick_start + Duration::from_secs_f64(tick);
         let accesses: u64 = if let [worker] = workers.as_mut_slice() {
             worker.run_until(&hot_map, deadline)
         } else {
@@ -306,19 +476,29 @@ impl PageMap {
 
     /// Bytes of the objects that sit on fast nodes, given `status[slot]` for each page.
     pub fn fast_bytes(&self, status: &[i32], topology: &Topology) -> u64 {
+        self.fast_bytes_by_object(status, topology).iter().sum()
+    }
+
+    /// Bytes of each object (in map order) that sit on fast nodes.
+    pub fn fast_bytes_by_object(&self, status: &[i32], topology: &Topology) -> Vec<u64> {
         let page_size_bytes = 1usize << self.page_shift;
-        let mut fast_bytes = 0;
-        for span in &self.spans {
-            let end = span.start + span.len_bytes;
-            let page_count = ((end - 1) >> self.page_shift) - (span.start >> self.page_shift) + 1;
-            let slots = span.first_page_slot..span.first_page_slot + page_count;
-            for (&page, &node) in self.pages[slots.clone()].iter().zip(&status[slots]) {
-                if topology.is_fast(node) {
-                    fast_bytes += ((page + page_size_bytes).min(end) - page.max(span.start)) as u64;
+        self.spans
+            .iter()
+            .map(|span| {
+                let end = span.start + span.len_bytes;
+                let page_count =
+                    ((end - 1) >> self.page_shift) - (span.start >> self.page_shift) + 1;
+                let slots = span.first_page_slot..span.first_page_slot + page_count;
+                let mut fast_bytes = 0;
+                for (&page, &node) in self.pages[slots.clone()].iter().zip(&status[slots]) {
+                    if topology.is_fast(node) {
+                        fast_bytes +=
+                            ((page + page_size_bytes).min(end) - page.max(span.start)) as u64;
+                    }
                 }
-            }
-        }
-        fast_bytes
+                fast_bytes
+            })
+            .collect()
     }
 }
 
@@ -451,6 +631,91 @@ mod tests {
             "{:?}",
             worker.page_access_counts
         );
+    }
+
+    #[test]
+    fn hot_sets_before_and_after_a_phase_change() {
+        let pick = |objects, hot, which| {
+            check_phase_hot(objects, hot, which)?;
+            Ok::<_, String>(phase_hot_objects(objects, hot, which, &[]))
+        };
+        assert_eq!(initial_hot_objects(12, 2), 10..12);
+        assert_eq!(pick(12, 2, PhaseHot::BeforeLast), Ok(vec![8, 9]));
+        assert_eq!(pick(12, 2, PhaseHot::First), Ok(vec![0, 1]));
+        assert_eq!(pick(12, 2, PhaseHot::From(5)), Ok(vec![5, 6]));
+        assert_eq!(pick(12, 2, PhaseHot::From(8)), Ok(vec![8, 9]));
+        assert!(pick(12, 2, PhaseHot::From(9))
+            .unwrap_err()
+            .contains("not all before the initial hot set"));
+        assert!(pick(12, 2, PhaseHot::From(usize::MAX)).is_err());
+        // Exactly two sets fit: they touch but do not overlap.
+        assert_eq!(pick(4, 2, PhaseHot::BeforeLast), Ok(vec![0, 1]));
+        assert_eq!(pick(4, 2, PhaseHot::First), Ok(vec![0, 1]));
+        for which in [
+            PhaseHot::BeforeLast,
+            PhaseHot::First,
+            PhaseHot::From(0),
+            PhaseHot::Slowest,
+        ] {
+            assert!(check_phase_hot(3, 2, which).is_err());
+            assert!(check_phase_hot(usize::MAX, usize::MAX / 2 + 1, which).is_err());
+            let next = phase_hot_objects(9, 3, which, &[0; 9]);
+            let first = initial_hot_objects(9, 3);
+            assert_eq!(next.len(), 3);
+            assert!(
+                next.iter().all(|index| !first.contains(index)),
+                "{next:?} overlaps {first:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn slowest_picks_the_objects_with_the_fewest_fast_bytes() {
+        // Objects 6 and 7 are the initial hot set: never picked, however slow.
+        let fast = [100, 0, 50, 0, 100, 10, 0, 0];
+        assert_eq!(
+            phase_hot_objects(8, 2, PhaseHot::Slowest, &fast),
+            vec![1, 3]
+        );
+        // With 3 hot, object 5 (10 bytes fast) is in the initial hot set; 2 (50) is next.
+        assert_eq!(
+            phase_hot_objects(8, 3, PhaseHot::Slowest, &fast),
+            vec![1, 2, 3]
+        );
+        // All equally slow: the lowest indices.
+        assert_eq!(
+            phase_hot_objects(8, 2, PhaseHot::Slowest, &[0; 8]),
+            vec![0, 1]
+        );
+    }
+
+    #[test]
+    fn phase_hot_parses_and_prints() {
+        for (text, which) in [
+            ("before-last", PhaseHot::BeforeLast),
+            ("first", PhaseHot::First),
+            ("slowest", PhaseHot::Slowest),
+            ("16", PhaseHot::From(16)),
+        ] {
+            assert_eq!(text.parse(), Ok(which));
+            assert_eq!(which.to_string(), text);
+        }
+        for bad in ["", "last", "-1", "1.5", "First"] {
+            assert!(
+                bad.parse::<PhaseHot>().is_err(),
+                "{bad:?} should be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn ticks_stop_at_the_phase_change_and_the_end() {
+        assert_eq!(tick_seconds(0.0, 10.0, None), 1.0);
+        assert_eq!(tick_seconds(9.5, 10.0, None), 0.5);
+        assert_eq!(tick_seconds(0.0, 10.0, Some(4.0)), 1.0);
+        assert_eq!(tick_seconds(3.75, 10.0, Some(4.0)), 0.25);
+        // A change past the end is never reached.
+        assert_eq!(tick_seconds(9.5, 10.0, Some(12.0)), 0.5);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{error::ErrorKind, Args, CommandFactory, Parser, Subcommand};
 
-use hotcold::{Event, FirstTouch};
+use hotcold::{Event, FirstTouch, Phase, PhaseHot};
 
 #[derive(Parser)]
 #[command(
@@ -33,8 +33,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// N objects, the last K hot: random accesses to the hot ones, reporting the share that
-    /// hit the fast tier.
+    /// N objects, the last K hot (K others after --phase-after): random accesses to the hot
+    /// ones, reporting the share that hit the fast tier.
     Hotcold(HotColdArgs),
 }
 
@@ -65,6 +65,51 @@ struct HotColdArgs {
     /// Access threads in the hot loop.
     #[arg(long, default_value_t = 1, value_parser = parse_positive)]
     threads: usize,
+    /// Phase change: after this many seconds of the hot loop (less than --seconds), the hot
+    /// set moves to K other objects (--phase-hot); later ticks measure the new hot set.
+    #[arg(long, value_parser = parse_seconds, allow_negative_numbers = true)]
+    phase_after: Option<f64>,
+    /// Which objects are hot after the phase change: `before-last` (the K allocated just
+    /// before the last K), `first` (the first K), `slowest` (the K with the fewest bytes on
+    /// fast nodes at the change), or an index I (objects I..I+K, which must end before the
+    /// last K). Needs --objects at least 2 x --hot.
+    #[arg(long, requires = "phase_after", default_value = "before-last")]
+    phase_hot: PhaseHot,
+}
+
+impl HotColdArgs {
+    /// What the arguments say together that each alone cannot: an error message, if any.
+    fn validate(&self) -> Result<(), String> {
+        if self.hot > self.objects {
+            return Err(format!(
+                "--hot {} is more than --objects {}",
+                self.hot, self.objects
+            ));
+        }
+        if self.objects.checked_mul(self.size).is_none() {
+            return Err(format!(
+                "--objects {} x --size {} bytes overflows the address space",
+                self.objects, self.size
+            ));
+        }
+        if let Some(phase) = self.phase() {
+            if phase.after_seconds >= self.seconds {
+                return Err(format!(
+                    "--phase-after {} is not before the end of the hot loop (--seconds {})",
+                    phase.after_seconds, self.seconds
+                ));
+            }
+            hotcold::check_phase_hot(self.objects, self.hot, phase.hot)?;
+        }
+        Ok(())
+    }
+
+    fn phase(&self) -> Option<Phase> {
+        self.phase_after.map(|after_seconds| Phase {
+            after_seconds,
+            hot: self.phase_hot,
+        })
+    }
 }
 
 fn parse_positive(text: &str) -> Result<usize, String> {
@@ -116,17 +161,7 @@ fn parse_size_bytes(text: &str) -> Result<usize, String> {
 
 fn main() -> ExitCode {
     let Command::Hotcold(args) = Cli::parse().command;
-    if args.hot > args.objects {
-        let message = format!("--hot {} is more than --objects {}", args.hot, args.objects);
-        Cli::command()
-            .error(ErrorKind::ValueValidation, message)
-            .exit();
-    }
-    if args.objects.checked_mul(args.size).is_none() {
-        let message = format!(
-            "--objects {} x --size {} bytes overflows the address space",
-            args.objects, args.size
-        );
+    if let Err(message) = args.validate() {
         Cli::command()
             .error(ErrorKind::ValueValidation, message)
             .exit();
@@ -160,6 +195,7 @@ fn run(args: &HotColdArgs) -> Result<()> {
         first_touch: args.first_touch,
         seed: args.seed,
         threads: args.threads,
+        phase: args.phase(),
     };
     let hot_bytes = args.hot * args.size;
     let all_bytes = args.objects * args.size;
@@ -191,18 +227,33 @@ fn describe(event: &Event, hot_bytes: usize, all_bytes: usize) -> String {
             setup_seconds,
             hot_fast_bytes,
             all_fast_bytes,
+            addresses: _,
+            phase_after,
+            phase_hot,
         } => {
             let first_touch = first_touch.as_str();
-            [
+            let mut parts = vec![
                 format!("setup: {objects} objects x {size_bytes} bytes, last {hot} hot"),
                 format!("fast nodes {fast_nodes:?}, slow node {slow_node}"),
                 format!("first touch {first_touch}, {threads} thread(s), seed {seed}"),
                 format!("took {setup_seconds:.3} s"),
                 format!("on fast nodes: hot {hot_fast_bytes} of {hot_bytes} bytes"),
                 format!("all {all_fast_bytes} of {all_bytes} bytes"),
-            ]
-            .join("; ")
+            ];
+            if let (Some(after), Some(which)) = (phase_after, phase_hot) {
+                parts.push(format!("after {after} s the hot set moves ({which})"));
+            }
+            parts.join("; ")
         }
+        Event::Phase {
+            t,
+            objects,
+            hot_fast_bytes,
+        } => [
+            format!("phase t={t:.2} s: objects {objects:?} are hot now"),
+            format!("on fast nodes {hot_fast_bytes} of {hot_bytes} bytes"),
+        ]
+        .join("; "),
         Event::Tick {
             t,
             accesses,
@@ -298,5 +349,74 @@ mod tests {
             "1"
         ])
         .is_err());
+    }
+
+    fn hotcold_args(extra: &[&str]) -> Result<HotColdArgs, clap::Error> {
+        let base = [
+            "tierbench",
+            "hotcold",
+            "--objects",
+            "12",
+            "--size",
+            "64M",
+            "--hot",
+            "2",
+            "--seconds",
+            "30",
+        ];
+        let cli = Cli::try_parse_from(base.iter().chain(extra))?;
+        let Command::Hotcold(args) = cli.command;
+        Ok(args)
+    }
+
+    #[test]
+    fn no_phase_unless_asked() {
+        let args = hotcold_args(&[]).unwrap();
+        assert_eq!(args.phase(), None);
+        assert_eq!(args.validate(), Ok(()));
+        // --phase-hot alone would silently do nothing: refused.
+        assert!(hotcold_args(&["--phase-hot", "first"]).is_err());
+    }
+
+    #[test]
+    fn phase_options_parse_and_validate() {
+        let args = hotcold_args(&["--phase-after", "12.5"]).unwrap();
+        assert_eq!(
+            args.phase(),
+            Some(Phase {
+                after_seconds: 12.5,
+                hot: PhaseHot::BeforeLast
+            })
+        );
+        assert_eq!(args.validate(), Ok(()));
+        let args = hotcold_args(&["--phase-after", "5", "--phase-hot", "first"]).unwrap();
+        assert_eq!(args.phase().unwrap().hot, PhaseHot::First);
+        for bad in ["0", "-1", "nan", "inf", "x"] {
+            assert!(
+                hotcold_args(&["--phase-after", bad]).is_err(),
+                "--phase-after {bad} should be rejected"
+            );
+        }
+        // Objects 9 and 10 would overlap the initial hot set (10, 11); 8 and 9 do not.
+        let args = hotcold_args(&["--phase-after", "5", "--phase-hot", "9"]).unwrap();
+        assert_eq!(args.phase().unwrap().hot, PhaseHot::From(9));
+        assert!(args.validate().unwrap_err().contains("--phase-hot 9"));
+        let args = hotcold_args(&["--phase-after", "5", "--phase-hot", "8"]).unwrap();
+        assert_eq!(args.validate(), Ok(()));
+        let args = hotcold_args(&["--phase-after", "5", "--phase-hot", "slowest"]).unwrap();
+        assert_eq!(args.phase().unwrap().hot, PhaseHot::Slowest);
+        assert!(hotcold_args(&["--phase-after", "5", "--phase-hot", "middle"]).is_err());
+        // The change must fall inside the hot loop...
+        let late = hotcold_args(&["--phase-after", "30"]).unwrap();
+        assert!(late.validate().unwrap_err().contains("--phase-after 30"));
+        // ...and the two hot sets must not overlap.
+        let mut crowded = hotcold_args(&["--phase-after", "5"]).unwrap();
+        crowded.hot = 7;
+        assert!(crowded
+            .validate()
+            .unwrap_err()
+            .contains("two disjoint hot sets"));
+        crowded.hot = 6;
+        assert_eq!(crowded.validate(), Ok(()));
     }
 }

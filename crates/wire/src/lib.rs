@@ -92,6 +92,38 @@ impl EventKind {
     }
 }
 
+/// Allocation-site ids: a hash of a call path's return addresses, innermost first, never 0 (0
+/// means unknown). The library computes it while it unwinds; the daemon computes it again from a
+/// call path remembered from an earlier run (warm start), once that path's modules are mapped,
+/// so that it can place the site before the library first describes it. Both sides must agree
+/// bit for bit, so both use these functions.
+pub mod site_id {
+    /// The hash of an empty call path, before [`finish`].
+    pub const SEED: u64 = 0x243F_6A88_85A3_08D3;
+
+    /// Folds one return address into the hash.
+    #[inline]
+    pub const fn step(hash: u64, ip: u64) -> u64 {
+        (hash.rotate_left(23) ^ ip).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+
+    /// The site id of a hash after its last [`step`].
+    #[inline]
+    pub const fn finish(hash: u64) -> u64 {
+        let h = hash ^ (hash >> 29);
+        if h == 0 {
+            1
+        } else {
+            h
+        }
+    }
+
+    /// The site id of a whole call path.
+    pub fn of(ips: &[u64]) -> u64 {
+        finish(ips.iter().fold(SEED, |h, &ip| step(h, ip)))
+    }
+}
+
 /// Flags carried by an [`Event`].
 pub mod event_flags {
     /// The event re-announces an object that was live before the ring was attached (a snapshot

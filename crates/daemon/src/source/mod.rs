@@ -8,11 +8,14 @@
 //! counted as unattributed, and the attributed share is reported per interval.
 //!
 //! Sources: [`perf`] (PMU address sampling: PEBS, IBS; or the software page-fault event),
-//! [`damon`] (DAMON virtual-address monitoring: page access bits sampled by the kernel), and
-//! none. `auto` takes them in that order, perf only with a hardware PMU. [`AccessSource`] wraps the chosen one and measures what it costs.
+//! [`damon`] (DAMON virtual-address monitoring: page access bits sampled by the kernel),
+//! [`proc`] (page references through `/proc`, for kernels without DAMON: coarse) and none.
+//! `auto` takes them in that order, perf only with a hardware PMU. [`AccessSource`] wraps the
+//! chosen one and measures what it costs.
 
 pub mod damon;
 pub mod perf;
+pub mod proc;
 
 use crate::config::{DaemonConfig, SourceChoice};
 use serde::Serialize;
@@ -150,20 +153,32 @@ impl AccessSource {
             SourceChoice::Perf => perf::open(config)
                 .map(|s| AccessSource::new(Box::new(s)))
                 .map_err(|e| anyhow::anyhow!("--source perf: {e:#}")),
+            SourceChoice::Proc => proc::open(config)
+                .map(|s| AccessSource::new(Box::new(s)))
+                .map_err(|e| anyhow::anyhow!("--source proc: {e}")),
             SourceChoice::Auto => {
                 let perf = match perf::open(config) {
                     Ok(s) => return Ok(AccessSource::new(Box::new(s))),
                     Err(e) => e,
                 };
                 tracing::info!("not using perf address sampling: {perf:#}");
-                match damon::open(config) {
-                    Ok(s) => Ok(AccessSource::new(Box::new(s))),
+                let damon = match damon::open(config) {
+                    Ok(s) => return Ok(AccessSource::new(Box::new(s))),
+                    Err(e) => e,
+                };
+                match proc::open(config) {
+                    Ok(s) => {
+                        tracing::warn!("access source proc (coarse) because damon: {damon}");
+                        Ok(AccessSource::new(Box::new(s)))
+                    }
                     Err(e) => {
                         tracing::warn!(
-                            "no access source: {e}. Objects are tracked and capacity caps \
-                             enforced, but nothing is promoted"
+                            "no access source: {damon}; proc: {e}. Objects are tracked and \
+                             capacity caps enforced, but nothing is promoted"
                         );
-                        Ok(AccessSource::none(format!("{e}; and perf: {perf:#}")))
+                        Ok(AccessSource::none(format!(
+                            "{damon}; proc: {e}; and perf: {perf:#}"
+                        )))
                     }
                 }
             }
