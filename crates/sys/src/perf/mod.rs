@@ -58,24 +58,6 @@ pub enum PerfError {
     Read { path: String, cause: std::io::Error },
 }
 
-/// Parses a sysfs CPU list such as `0-3,8,10-11`.
-pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
-                if a > b {
-                    return None;
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(part.parse().ok()?),
-        }
-    }
-    Some(cpus)
-}
-
 /// The online CPUs, from `<sys_root>/devices/system/cpu/online`.
 pub fn online_cpus(sys_root: &Path) -> Result<Vec<u32>, PerfError> {
     let path = sys_root.join("devices/system/cpu/online");
@@ -83,10 +65,29 @@ pub fn online_cpus(sys_root: &Path) -> Result<Vec<u32>, PerfError> {
         path: path.display().to_string(),
         cause,
     })?;
-    parse_cpu_list(&text).ok_or_else(|| PerfError::Read {
+    crate::topology::parse_list(&text).ok_or_else(|| PerfError::Read {
         path: path.display().to_string(),
         cause: std::io::Error::new(std::io::ErrorKind::InvalidData, "not a CPU list"),
     })
+}
+
+/// `perf_event_open` of `attr` on one CPU, for every process running there (pid -1).
+pub(crate) fn open_on_cpu(attr: &mut perf_event_attr, cpu: u32) -> std::io::Result<OwnedFd> {
+    // SAFETY: a valid attr; pid -1 with a cpu covers everything on that CPU.
+    let fd = unsafe {
+        perf_event_open_sys::perf_event_open(
+            attr,
+            -1,
+            cpu as libc::c_int,
+            -1,
+            PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: perf_event_open returned a new fd that we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Explains a failed `perf_event_open` of a hardware counter.
@@ -127,21 +128,7 @@ impl Counter {
         attr.config = config as u64;
         attr.read_format = (PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING) as u64;
         attr.set_exclude_hv(1);
-        // SAFETY: a valid attr; pid -1 with a cpu counts everything on that CPU.
-        let fd = unsafe {
-            perf_event_open_sys::perf_event_open(
-                &mut attr,
-                -1,
-                cpu as libc::c_int,
-                -1,
-                PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-            )
-        };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: perf_event_open returned a new fd we now own.
-        let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        let file = File::from(open_on_cpu(&mut attr, cpu)?);
         Ok(Counter {
             file,
             last_scaled: 0,
@@ -222,13 +209,14 @@ mod tests {
 
     #[test]
     fn cpu_lists_parse_like_sysfs_writes_them() {
+        use crate::topology::parse_list;
         assert_eq!(
-            parse_cpu_list("0-3,8,10-11\n"),
+            parse_list("0-3,8,10-11\n"),
             Some(vec![0, 1, 2, 3, 8, 10, 11])
         );
-        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
-        assert_eq!(parse_cpu_list("3-1"), None);
-        assert_eq!(parse_cpu_list("x"), None);
+        assert_eq!(parse_list("0"), Some(vec![0]));
+        assert_eq!(parse_list("3-1"), None);
+        assert_eq!(parse_list("x"), None);
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("devices/system/cpu")).unwrap();
         std::fs::write(dir.path().join("devices/system/cpu/online"), "0-1\n").unwrap();

@@ -7,11 +7,10 @@
 use super::event::SampleEvent;
 use super::sample::{parse_sample, Sample};
 use perf_event_open_sys::bindings::{
-    perf_event_attr, perf_event_header, perf_event_mmap_page, PERF_FLAG_FD_CLOEXEC,
-    PERF_RECORD_LOST, PERF_RECORD_SAMPLE,
+    perf_event_attr, perf_event_header, perf_event_mmap_page, PERF_RECORD_LOST, PERF_RECORD_SAMPLE,
 };
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
 
 /// Data pages per CPU ring (must be a power of two): 512 KiB, about 10,000 samples.
@@ -52,21 +51,7 @@ impl PerfRing {
         attr.set_exclude_kernel(event.exclude_kernel as u64);
         attr.set_exclude_hv(1);
         attr.set_disabled(1);
-        // SAFETY: a valid attr; pid -1 with a cpu samples everything on that CPU.
-        let fd = unsafe {
-            perf_event_open_sys::perf_event_open(
-                &mut attr,
-                -1,
-                cpu as libc::c_int,
-                -1,
-                PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: perf_event_open returned a new fd that we now own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = super::open_on_cpu(&mut attr, cpu)?;
         let page = crate::PAGE_SIZE;
         let map_len = (1 + RING_DATA_PAGES) * page;
         // SAFETY: mapping the event's ring as the kernel expects (1 + 2^n pages, shared).
