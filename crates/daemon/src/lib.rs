@@ -26,8 +26,8 @@ use objtier_sys::pages::{LinuxPageMover, PageMover, RecordingPageMover};
 use objtier_sys::socket::{peer_cred, recv_with_fd};
 use objtier_sys::topology::Topology;
 use objtier_wire::{Hello, CONTROL_MAGIC, HELLO_BYTES, RING_MAGIC};
-use process::{Process, ProcessStats, Resync, RingMapping};
-use std::collections::{BTreeMap, HashMap};
+use process::{Process, RingMapping};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -471,36 +471,21 @@ impl Daemon {
             fast_capacity_bytes = hello.fast_capacity_bytes,
             "process attached"
         );
-        self.processes.insert(
+        let mut process = Process::new(
             id,
-            Process {
-                id,
-                pid: cred.pid,
-                uid: cred.uid,
-                priority: hello.priority,
-                fast_capacity_bytes: (hello.fast_capacity_bytes > 0)
-                    .then_some(hello.fast_capacity_bytes),
-                socket: stream,
-                ring,
-                attached_ns: monotonic_ns(),
-                objects: BTreeMap::new(),
-                records: BTreeMap::new(),
-                pending: HashMap::new(),
-                stats: ProcessStats::default(),
-                resident_bytes_by_tier: vec![0; tiers],
-                split_bytes: self.config.split_bytes,
-                sites: HashMap::new(),
-                advice: BTreeMap::new(),
-                placements: BTreeMap::new(),
-                proactive_streaks: HashMap::new(),
-                resync: Resync::Idle,
-                dropped_seen: 0,
-                allocated_unclaimed: 0,
-                blocks: BTreeMap::new(),
-                pidfd,
-                warm: None,
-            },
+            cred.pid,
+            cred.uid,
+            stream,
+            ring,
+            self.config.split_bytes,
         );
+        process.priority = hello.priority;
+        process.fast_capacity_bytes =
+            (hello.fast_capacity_bytes > 0).then_some(hello.fast_capacity_bytes);
+        process.attached_ns = monotonic_ns();
+        process.resident_bytes_by_tier = vec![0; tiers];
+        process.pidfd = pidfd;
+        self.processes.insert(id, process);
         self.warm_start_at_attach(id);
         self.processes[&id].ring.control().set_tiers(&tier_masks);
         Ok(())

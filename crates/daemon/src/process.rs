@@ -352,13 +352,27 @@ impl Process {
         }
         let ring = RingMapping::map(&memfd, bytes as u64)?;
         let (ours, theirs) = UnixStream::pair()?;
-        let process = Process {
+        let process = Process::new(id, pid, 0, ours, ring, split_bytes);
+        Ok((process, theirs))
+    }
+
+    /// A process just attached on `socket` with `ring`: no objects, no sites, no placements
+    /// yet; priority 0, no fast-tier cap, no pidfd, until the caller says otherwise.
+    pub fn new(
+        id: u64,
+        pid: u32,
+        uid: u32,
+        socket: UnixStream,
+        ring: RingMapping,
+        split_bytes: u64,
+    ) -> Process {
+        Process {
             id,
             pid,
-            uid: 0,
+            uid,
             priority: 0,
             fast_capacity_bytes: None,
-            socket: ours,
+            socket,
             ring,
             attached_ns: 0,
             objects: BTreeMap::new(),
@@ -377,8 +391,7 @@ impl Process {
             blocks: BTreeMap::new(),
             pidfd: None,
             warm: None,
-        };
-        Ok((process, theirs))
+        }
     }
 
     /// Whether the process is known to have exited (by its pidfd). Checked before every page
