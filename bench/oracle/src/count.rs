@@ -1,0 +1,313 @@
+//! What the oracle counts, apart from QEMU: which node an address belongs to, the per-vCPU
+//! counters, the marker instruction that opens and closes a measured window, and the JSON it
+//! writes. All of it is unit-tested without a guest.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Counter cells for this many vCPUs; more vCPUs share cells (the adds are atomic, so sharing
+/// only costs contention, never counts).
+pub const VCPU_CELLS: usize = 64;
+/// At most this many NUMA nodes (the tiered VM has 2 or 3).
+pub const MAX_NODES: usize = 8;
+/// The slot for accesses that hit no node: ROM, MMIO, RAM blocks that are not guest memory.
+pub const OTHER: usize = MAX_NODES;
+const SLOTS: usize = MAX_NODES + 1;
+
+/// The marker is `nopl 0x6f72XXXX(%rax,%rax,1)`: an 8-byte NOP, harmless on any x86 CPU and
+/// under any emulator, whose displacement no compiler or assembler emits (padding NOPs carry
+/// displacement 0). The low 16 bits of the displacement say what to do.
+pub const MARKER_PREFIX: [u8; 4] = [0x0f, 0x1f, 0x84, 0x00];
+pub const MARKER_TAG: u16 = 0x6f72;
+pub const MARK_START: u16 = 1;
+pub const MARK_STOP: u16 = 2;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    /// Open a window: counting starts from zero.
+    Start,
+    /// Close the window: its counts are written out.
+    Stop,
+}
+
+impl Mark {
+    /// The marker an instruction's bytes encode, if any.
+    pub fn decode(insn: &[u8]) -> Option<Mark> {
+        let (prefix, disp) = insn.split_first_chunk::<4>()?;
+        if *prefix != MARKER_PREFIX || disp.len() != 4 {
+            return None;
+        }
+        let disp = u32::from_le_bytes(disp.try_into().ok()?);
+        if (disp >> 16) as u16 != MARKER_TAG {
+            return None;
+        }
+        match disp as u16 {
+            MARK_START => Some(Mark::Start),
+            MARK_STOP => Some(Mark::Stop),
+            _ => None,
+        }
+    }
+}
+
+/// What QEMU's `qemu_plugin_hwaddr_phys_addr` returns for guest RAM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// QEMU before 8.2: the RAM block's offset among all RAM blocks, plus the offset within
+    /// it, plus the block's address in its container (`block->offset + offset +
+    /// block->mr->addr`). Each node's memory backend is one RAM block, created in node order
+    /// before any other (`info ramblock` shows node k at the sum of the sizes before it) and
+    /// mapped at that same sum in the machine's RAM, so node k reads as
+    /// [2 x start(k), 2 x start(k) + size(k)): node 1 of a 1G:2G guest at 2G..4G, which is
+    /// "GPA + size of node 0". Plugin API version 1 means such a QEMU.
+    RamBlock,
+    /// QEMU 8.2 and later: the guest-physical address. For less than 3.5 GiB of RAM an x86
+    /// `pc` guest lays its nodes out contiguously from 0, so node k is
+    /// [start(k), start(k) + size(k)).
+    Physical,
+}
+
+/// Where each node's memory lies in the addresses QEMU reports (see [`Layout`]). The oracle's
+/// validation (tests/vm/run-oracle) proves the map on the QEMU in use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeMap {
+    ranges: Vec<(u64, u64)>,
+}
+
+impl NodeMap {
+    /// Parses `SIZE:SIZE[:SIZE...]`, the nodes' sizes in node order; a SIZE is a number of MiB,
+    /// or a number with a K, M or G suffix.
+    pub fn parse(spec: &str, layout: Layout) -> Result<NodeMap, String> {
+        let mut ranges = Vec::new();
+        let mut start = 0u64;
+        for part in spec.split(':') {
+            let size = parse_size(part)
+                .ok_or_else(|| format!("bad node size '{part}' in nodes={spec} (want e.g. nodes=1024:2048, in MiB, or 1G:2G)"))?;
+            if size == 0 {
+                return Err(format!("node size 0 in nodes={spec}"));
+            }
+            let reported = match layout {
+                Layout::RamBlock => 2 * start,
+                Layout::Physical => start,
+            };
+            ranges.push((reported, reported + size));
+            start += size;
+        }
+        if ranges.len() > MAX_NODES {
+            return Err(format!(
+                "{} nodes in nodes={spec}; at most {MAX_NODES}",
+                ranges.len()
+            ));
+        }
+        Ok(NodeMap { ranges })
+    }
+
+    pub fn nodes(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// The node holding `addr`, or [`OTHER`].
+    #[inline]
+    pub fn node_of(&self, addr: u64) -> usize {
+        self.ranges
+            .iter()
+            .position(|&(start, end)| (start..end).contains(&addr))
+            .unwrap_or(OTHER)
+    }
+}
+
+fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (digits, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => s.split_at(i),
+        None => (s, "M"),
+    };
+    let n: u64 = digits.parse().ok()?;
+    let shift = match unit.trim_end_matches(['i', 'B', 'b']) {
+        "K" | "k" => 10,
+        "M" | "m" => 20,
+        "G" | "g" => 30,
+        _ => return None,
+    };
+    n.checked_mul(1 << shift)
+}
+
+/// Loads and stores per slot (nodes, then [`OTHER`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub loads: [u64; SLOTS],
+    pub stores: [u64; SLOTS],
+}
+
+impl Totals {
+    /// `self - earlier`, per slot (counters only grow).
+    pub fn since(&self, earlier: &Totals) -> Totals {
+        let mut d = Totals::default();
+        for i in 0..SLOTS {
+            d.loads[i] = self.loads[i].wrapping_sub(earlier.loads[i]);
+            d.stores[i] = self.stores[i].wrapping_sub(earlier.stores[i]);
+        }
+        d
+    }
+
+    /// `"nodes": [...], "other": {...}` for the first `nodes` slots.
+    pub fn json_fields(&self, nodes: usize) -> String {
+        let per_node: Vec<String> = (0..nodes)
+            .map(|i| {
+                format!(
+                    r#"{{"node": {i}, "loads": {}, "stores": {}}}"#,
+                    self.loads[i], self.stores[i]
+                )
+            })
+            .collect();
+        format!(
+            r#""nodes": [{}], "other": {{"loads": {}, "stores": {}}}"#,
+            per_node.join(", "),
+            self.loads[OTHER],
+            self.stores[OTHER]
+        )
+    }
+}
+
+/// One cache line of counters per vCPU, so that vCPU threads do not share lines.
+#[repr(align(128))]
+#[derive(Default)]
+struct Cell {
+    loads: [AtomicU64; SLOTS],
+    stores: [AtomicU64; SLOTS],
+}
+
+pub struct Counters {
+    cells: Box<[Cell]>,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            cells: (0..VCPU_CELLS).map(|_| Cell::default()).collect(),
+        }
+    }
+}
+
+impl Counters {
+    #[inline]
+    pub fn add(&self, vcpu: u32, slot: usize, store: bool) {
+        let cell = &self.cells[vcpu as usize % VCPU_CELLS];
+        let row = if store { &cell.stores } else { &cell.loads };
+        row[slot].fetch_add(1, Relaxed);
+    }
+
+    pub fn sum(&self) -> Totals {
+        let mut t = Totals::default();
+        for cell in self.cells.iter() {
+            for i in 0..SLOTS {
+                t.loads[i] += cell.loads[i].load(Relaxed);
+                t.stores[i] += cell.stores[i].load(Relaxed);
+            }
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marker(op: u16) -> [u8; 8] {
+        let disp = (u32::from(MARKER_TAG) << 16) | u32::from(op);
+        let mut b = [0; 8];
+        b[..4].copy_from_slice(&MARKER_PREFIX);
+        b[4..].copy_from_slice(&disp.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn markers_decode_and_ordinary_nops_do_not() {
+        assert_eq!(Mark::decode(&marker(MARK_START)), Some(Mark::Start));
+        assert_eq!(Mark::decode(&marker(MARK_STOP)), Some(Mark::Stop));
+        assert_eq!(Mark::decode(&marker(7)), None);
+        // The padding NOP assemblers emit: nopl 0x0(%rax,%rax,1).
+        assert_eq!(Mark::decode(&[0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0]), None);
+        assert_eq!(Mark::decode(&marker(MARK_START)[..7]), None);
+    }
+
+    /// The bytes mark.c emits are the bytes the plugin looks for.
+    #[test]
+    fn mark_c_encodes_the_same_marker() {
+        let src = include_str!("../mark.c");
+        for (op, bytes) in [("START", marker(MARK_START)), ("STOP", marker(MARK_STOP))] {
+            let want = bytes
+                .iter()
+                .map(|b| format!("0x{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            assert!(src.contains(&want), "mark.c has no {op} marker {want}");
+        }
+    }
+
+    const G: u64 = 1 << 30;
+
+    #[test]
+    fn physical_layout_is_contiguous() {
+        let m = NodeMap::parse("1024:2048", Layout::Physical).unwrap();
+        assert_eq!(m.nodes(), 2);
+        assert_eq!(m.node_of(0), 0);
+        assert_eq!(m.node_of(G - 1), 0);
+        assert_eq!(m.node_of(G), 1);
+        assert_eq!(m.node_of(3 * G - 1), 1);
+        assert_eq!(m.node_of(3 * G), OTHER);
+        assert_eq!(
+            NodeMap::parse("256MiB:1g", Layout::Physical)
+                .unwrap()
+                .nodes(),
+            2
+        );
+        for bad in ["", "1024:", "x", "0:1", "1T"] {
+            assert!(
+                NodeMap::parse(bad, Layout::Physical).is_err(),
+                "{bad:?} accepted"
+            );
+        }
+    }
+
+    /// QEMU 7.2 as seen: node 1 of a 1G:2G guest at GPA + 1G, so its top GiB reads as 3G..4G.
+    #[test]
+    fn ram_block_layout_doubles_each_start() {
+        let m = NodeMap::parse("1G:2G", Layout::RamBlock).unwrap();
+        assert_eq!(
+            (m.node_of(G - 1), m.node_of(G), m.node_of(2 * G)),
+            (0, OTHER, 1)
+        );
+        assert_eq!((m.node_of(4 * G - 1), m.node_of(4 * G)), (1, OTHER));
+        let three = NodeMap::parse("1G:512M:2G", Layout::RamBlock).unwrap();
+        assert_eq!(
+            (
+                three.node_of(2 * G),
+                three.node_of(3 * G),
+                three.node_of(5 * G - 1)
+            ),
+            (1, 2, 2)
+        );
+        assert_eq!(three.node_of(2 * G + 512 * (1 << 20)), OTHER);
+    }
+
+    #[test]
+    fn counters_sum_across_vcpus_and_windows_subtract() {
+        let c = Counters::default();
+        c.add(0, 0, false);
+        c.add(1, 0, false);
+        c.add(1, 1, true);
+        c.add(VCPU_CELLS as u32, OTHER, true); // shares vCPU 0's cell
+        let before = c.sum();
+        assert_eq!(
+            (before.loads[0], before.stores[1], before.stores[OTHER]),
+            (2, 1, 1)
+        );
+        c.add(3, 1, false);
+        let window = c.sum().since(&before);
+        assert_eq!(window.loads[1], 1);
+        assert_eq!(window.loads[0], 0);
+        assert_eq!(
+            window.json_fields(2),
+            r#""nodes": [{"node": 0, "loads": 0, "stores": 0}, {"node": 1, "loads": 1, "stores": 0}], "other": {"loads": 0, "stores": 0}"#
+        );
+    }
+}
