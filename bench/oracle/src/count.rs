@@ -130,11 +130,32 @@ fn parse_size(s: &str) -> Option<u64> {
     n.checked_mul(1 << shift)
 }
 
-/// Loads and stores per slot (nodes, then [`OTHER`]).
+/// Loads and stores per slot (nodes, then [`OTHER`]); `user_*` are those made in user mode
+/// (a virtual address in the lower half: on x86-64 the kernel lives in the upper half), i.e. by
+/// programs rather than by the kernel on their behalf or its own.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Totals {
     pub loads: [u64; SLOTS],
     pub stores: [u64; SLOTS],
+    pub user_loads: [u64; SLOTS],
+    pub user_stores: [u64; SLOTS],
+    /// Loads and stores that missed the modeled cache (see [`CACHE_LINES`]): the memory traffic.
+    pub misses: [u64; SLOTS],
+    pub user_misses: [u64; SLOTS],
+}
+
+/// The modeled last-level cache, per vCPU: direct-mapped, 64-byte lines, indexed by the address
+/// QEMU reports, 2 MiB. TCG has no caches, so without one every stack spill would count as a
+/// memory access and data with locality would drown the traffic that tiering is about; the
+/// misses are what reaches memory on a real machine (roughly: real caches are bigger, shared
+/// and associative).
+pub const CACHE_LINES: usize = 32768;
+const LINE_SHIFT: u32 = 6;
+
+/// Whether an access at `vaddr` was made in user mode (x86-64: the lower half).
+#[inline]
+pub fn is_user(vaddr: u64) -> bool {
+    vaddr >> 63 == 0
 }
 
 impl Totals {
@@ -144,6 +165,10 @@ impl Totals {
         for i in 0..SLOTS {
             d.loads[i] = self.loads[i].wrapping_sub(earlier.loads[i]);
             d.stores[i] = self.stores[i].wrapping_sub(earlier.stores[i]);
+            d.user_loads[i] = self.user_loads[i].wrapping_sub(earlier.user_loads[i]);
+            d.user_stores[i] = self.user_stores[i].wrapping_sub(earlier.user_stores[i]);
+            d.misses[i] = self.misses[i].wrapping_sub(earlier.misses[i]);
+            d.user_misses[i] = self.user_misses[i].wrapping_sub(earlier.user_misses[i]);
         }
         d
     }
@@ -153,8 +178,13 @@ impl Totals {
         let per_node: Vec<String> = (0..nodes)
             .map(|i| {
                 format!(
-                    r#"{{"node": {i}, "loads": {}, "stores": {}}}"#,
-                    self.loads[i], self.stores[i]
+                    r#"{{"node": {i}, "loads": {}, "stores": {}, "user_loads": {}, "user_stores": {}, "misses": {}, "user_misses": {}}}"#,
+                    self.loads[i],
+                    self.stores[i],
+                    self.user_loads[i],
+                    self.user_stores[i],
+                    self.misses[i],
+                    self.user_misses[i]
                 )
             })
             .collect();
@@ -168,11 +198,23 @@ impl Totals {
 }
 
 /// One cache line of counters per vCPU, so that vCPU threads do not share lines.
+/// One vCPU's counters, indexed [user][store][slot] and [user][slot], and its modeled cache's
+/// tags (line number + 1; 0 is empty). Only that vCPU's thread writes them.
 #[repr(align(128))]
-#[derive(Default)]
 struct Cell {
-    loads: [AtomicU64; SLOTS],
-    stores: [AtomicU64; SLOTS],
+    counts: [[[AtomicU64; SLOTS]; 2]; 2],
+    misses: [[AtomicU64; SLOTS]; 2],
+    tags: Box<[AtomicU64]>,
+}
+
+impl Default for Cell {
+    fn default() -> Self {
+        Cell {
+            counts: Default::default(),
+            misses: Default::default(),
+            tags: (0..CACHE_LINES).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
 }
 
 pub struct Counters {
@@ -189,18 +231,34 @@ impl Default for Counters {
 
 impl Counters {
     #[inline]
-    pub fn add(&self, vcpu: u32, slot: usize, store: bool) {
+    pub fn add(&self, vcpu: u32, slot: usize, store: bool, user: bool, addr: u64) {
         let cell = &self.cells[vcpu as usize % VCPU_CELLS];
-        let row = if store { &cell.stores } else { &cell.loads };
-        row[slot].fetch_add(1, Relaxed);
+        cell.counts[user as usize][store as usize][slot].fetch_add(1, Relaxed);
+        let line = addr >> LINE_SHIFT;
+        let tag = &cell.tags[line as usize % CACHE_LINES];
+        if tag.load(Relaxed) != line + 1 {
+            tag.store(line + 1, Relaxed);
+            cell.misses[user as usize][slot].fetch_add(1, Relaxed);
+        }
     }
 
     pub fn sum(&self) -> Totals {
         let mut t = Totals::default();
         for cell in self.cells.iter() {
             for i in 0..SLOTS {
-                t.loads[i] += cell.loads[i].load(Relaxed);
-                t.stores[i] += cell.stores[i].load(Relaxed);
+                let [kernel, user] = &cell.counts;
+                let (kl, ks) = (kernel[0][i].load(Relaxed), kernel[1][i].load(Relaxed));
+                let (ul, us) = (user[0][i].load(Relaxed), user[1][i].load(Relaxed));
+                t.loads[i] += kl + ul;
+                t.stores[i] += ks + us;
+                t.user_loads[i] += ul;
+                t.user_stores[i] += us;
+                let (km, um) = (
+                    cell.misses[0][i].load(Relaxed),
+                    cell.misses[1][i].load(Relaxed),
+                );
+                t.misses[i] += km + um;
+                t.user_misses[i] += um;
             }
         }
         t
@@ -292,22 +350,51 @@ mod tests {
     #[test]
     fn counters_sum_across_vcpus_and_windows_subtract() {
         let c = Counters::default();
-        c.add(0, 0, false);
-        c.add(1, 0, false);
-        c.add(1, 1, true);
-        c.add(VCPU_CELLS as u32, OTHER, true); // shares vCPU 0's cell
+        c.add(0, 0, false, true, 0);
+        c.add(1, 0, false, false, 64);
+        c.add(1, 1, true, true, 1 << 30);
+        c.add(VCPU_CELLS as u32, OTHER, true, false, 3 << 30); // shares vCPU 0's cell
         let before = c.sum();
         assert_eq!(
             (before.loads[0], before.stores[1], before.stores[OTHER]),
             (2, 1, 1)
         );
-        c.add(3, 1, false);
+        assert_eq!(
+            (
+                before.user_loads[0],
+                before.user_stores[1],
+                before.user_stores[OTHER]
+            ),
+            (1, 1, 0)
+        );
+        c.add(3, 1, false, true, 1 << 30);
         let window = c.sum().since(&before);
         assert_eq!(window.loads[1], 1);
         assert_eq!(window.loads[0], 0);
         assert_eq!(
             window.json_fields(2),
-            r#""nodes": [{"node": 0, "loads": 0, "stores": 0}, {"node": 1, "loads": 1, "stores": 0}], "other": {"loads": 0, "stores": 0}"#
+            r#""nodes": [{"node": 0, "loads": 0, "stores": 0, "user_loads": 0, "user_stores": 0, "misses": 0, "user_misses": 0}, {"node": 1, "loads": 1, "stores": 0, "user_loads": 1, "user_stores": 0, "misses": 1, "user_misses": 1}], "other": {"loads": 0, "stores": 0}"#
         );
+        assert!(is_user(0x7fff_ffff_f000) && !is_user(0xffff_8880_0000_0000));
+    }
+
+    #[test]
+    fn the_modeled_cache_counts_each_line_once_until_evicted() {
+        let c = Counters::default();
+        for _ in 0..3 {
+            for off in (0..4096).step_by(8) {
+                c.add(0, 0, false, true, 4096 + off);
+            }
+        }
+        let t = c.sum();
+        assert_eq!(
+            (t.loads[0], t.misses[0], t.user_misses[0]),
+            (3 * 512, 64, 64)
+        );
+        // Another vCPU has its own cache; a conflicting line evicts.
+        c.add(1, 0, false, true, 4096);
+        c.add(0, 0, false, true, 4096 + (CACHE_LINES as u64) * 64);
+        c.add(0, 0, false, true, 4096);
+        assert_eq!(c.sum().misses[0], 64 + 3);
     }
 }

@@ -18,7 +18,8 @@
 //! every `period_ms` while it is open (counts so far), `{"event": "window", ...}` when it closes
 //! (or when QEMU exits with it open, `"complete": false`).
 //!
-//! Only data accesses are counted (instruction fetches and page-table walks are not reported to
+//! Each node's counts come in all and user-mode (`user_loads`, `user_stores`: programs' own
+//! accesses, without the kernel's). Only data accesses are counted (instruction fetches and page-table walks are not reported to
 //! plugins). The per-access callback is registered for every instruction from boot on (QEMU's
 //! API has no cheap way to add it later); outside a window it returns at once.
 

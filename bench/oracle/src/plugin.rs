@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::count::{Counters, Mark, NodeMap, Totals, OTHER};
+use crate::count::{is_user, Counters, Mark, NodeMap, Totals, OTHER};
 use crate::parse_args;
 use qemu_plugin::install::{Args, Info};
 use qemu_plugin::plugin::{HasCallbacks, Register};
@@ -98,16 +98,21 @@ unsafe extern "C" fn on_access(
         return;
     }
     // SAFETY: `info` is the callback's own; the hwaddr handle is only used inside it.
-    let (slot, store) = unsafe {
+    let (slot, store, addr) = unsafe {
         let hw = qemu_plugin_get_hwaddr(info, vaddr);
+        let addr = if hw.is_null() {
+            vaddr
+        } else {
+            qemu_plugin_hwaddr_phys_addr(hw)
+        };
         let slot = if hw.is_null() || qemu_plugin_hwaddr_is_io(hw) {
             OTHER
         } else {
-            state.map.node_of(qemu_plugin_hwaddr_phys_addr(hw))
+            state.map.node_of(addr)
         };
-        (slot, qemu_plugin_mem_is_store(info))
+        (slot, qemu_plugin_mem_is_store(info), addr)
     };
-    state.counters.add(vcpu, slot, store);
+    state.counters.add(vcpu, slot, store, is_user(vaddr), addr);
 }
 
 unsafe extern "C" fn on_marker(_vcpu: c_uint, which: *mut c_void) {

@@ -174,6 +174,30 @@ pub struct Config {
     pub threads: usize,
     /// Move the hot set once, mid-run (None: the last K objects stay hot throughout).
     pub phase: Option<Phase>,
+    /// Execute the oracle's window markers around the hot loop.
+    pub oracle_window: bool,
+}
+
+/// The evaluation oracle's window markers (bench/oracle/mark.c has the same bytes): 8-byte
+/// NOPs, `nopl 0x6f72000N(%rax,%rax,1)`, N = 1 opens the window, 2 closes it.
+fn oracle_mark(open: bool) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a NOP: no registers or memory change.
+    unsafe {
+        if open {
+            std::arch::asm!(
+                ".byte 0x0f, 0x1f, 0x84, 0x00, 0x01, 0x00, 0x72, 0x6f",
+                options(nostack, preserves_flags)
+            );
+        } else {
+            std::arch::asm!(
+                ".byte 0x0f, 0x1f, 0x84, 0x00, 0x02, 0x00, 0x72, 0x6f",
+                options(nostack, preserves_flags)
+            );
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = open;
 }
 
 /// One line of output.
@@ -297,6 +321,9 @@ pub fn run(
     let mut hot_status = Vec::new();
     let (mut loop_seconds, mut total_accesses, mut total_fast_accesses) = (0.0, 0u64, 0u64);
     let mut fast_share_last = None;
+    if config.oracle_window {
+        oracle_mark(true);
+    }
     while loop_seconds < config.seconds {
         if let Some(phase) =
             pending_phase.take_if(|phase| loop_seconds + PHASE_SLACK_SECONDS >= phase.after_seconds)
@@ -366,6 +393,9 @@ pub fn run(
             fast_share: fast_share_last,
             hot_fast_bytes: hot_map.fast_bytes(&hot_status, topology),
         })?;
+    }
+    if config.oracle_window {
+        oracle_mark(false);
     }
     // Keeps the loads from being optimized away.
     std::hint::black_box(workers.iter().fold(0, |acc, worker| acc ^ worker.load_sink));

@@ -75,6 +75,11 @@ struct HotColdArgs {
     /// last K). Needs --objects at least 2 x --hot.
     #[arg(long, requires = "phase_after", default_value = "before-last")]
     phase_hot: PhaseHot,
+    /// Open the evaluation oracle's counting window (bench/oracle) just before the hot loop and
+    /// close it just after, so that setting up the objects is not counted. On x86-64 only; the
+    /// markers are NOPs outside the oracle.
+    #[arg(long)]
+    oracle_window: bool,
 }
 
 impl HotColdArgs {
@@ -196,6 +201,7 @@ fn run(args: &HotColdArgs) -> Result<()> {
         seed: args.seed,
         threads: args.threads,
         phase: args.phase(),
+        oracle_window: args.oracle_window,
     };
     let hot_bytes = args.hot * args.size;
     let all_bytes = args.objects * args.size;
