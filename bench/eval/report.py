@@ -515,8 +515,10 @@ def render_summary(matrix, meta, plots, plot_note, warnings):
     lines += meta_lines(meta)
     lines.append(
         "Per capacity (fast tier as a share of the workload's peak footprint): "
-        "**fast** = share of node accesses served by the fast tier; "
-        f"**time** = modeled memory time (accesses x node latency) relative to {BASELINE} "
+        "**fast** = share of the programs' memory traffic (user-mode accesses that miss the "
+        "oracle's modeled cache) served by the fast tier; "
+        f"**time** = modeled memory time (memory accesses x node latency, the kernel's and "
+        f"the tiering's own included) relative to {BASELINE} "
         "at the same capacity, lower is better; **GiB** = pages migrated. "
         "Bold: the lowest modeled memory time at that capacity.")
     lines.append("")
