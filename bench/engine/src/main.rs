@@ -36,7 +36,7 @@ use objtier_policy::{
     DEFAULT_SPLIT_BYTES,
 };
 use objtier_sys::pages::{MoveError, PageMover, PageStatus, RecordingPageMover};
-use objtier_sys::topology::{Node, Tier, TierSource, Topology};
+use objtier_sys::topology::Topology;
 use objtier_wire::{event_flags, Event, EventKind, PAGE_SIZE};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -219,26 +219,7 @@ impl Rng {
 }
 
 fn two_tiers(fast_bytes: u64) -> Topology {
-    let node = |id, has_cpus, bytes| Node {
-        id,
-        has_cpus,
-        total_bytes: bytes,
-        free_bytes: bytes,
-    };
-    Topology {
-        nodes: vec![node(0, true, fast_bytes), node(1, false, 64 * fast_bytes)],
-        tiers: vec![
-            Tier {
-                kernel_id: 4,
-                nodes: vec![0],
-            },
-            Tier {
-                kernel_id: 72,
-                nodes: vec![1],
-            },
-        ],
-        tier_source: TierSource::Explicit,
-    }
+    Topology::two_tiers(fast_bytes, fast_bytes, 64 * fast_bytes)
 }
 
 /// What one interval cost.

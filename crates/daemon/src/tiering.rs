@@ -778,40 +778,14 @@ mod tests {
     use crate::source::AccessSource;
     use crate::Daemon;
     use objtier_sys::pages::{RecordedCall, RecordingPageMover};
-    use objtier_sys::topology::{Node, Tier, TierSource, Topology};
+    use objtier_sys::topology::Topology;
     use objtier_wire::{event_flags, EventKind};
     use std::sync::{Arc, Mutex};
 
     const MIB: u64 = 1 << 20;
 
     fn two_tiers(fast_total: u64, fast_free: u64) -> Topology {
-        Topology {
-            nodes: vec![
-                Node {
-                    id: 0,
-                    has_cpus: true,
-                    total_bytes: fast_total,
-                    free_bytes: fast_free,
-                },
-                Node {
-                    id: 1,
-                    has_cpus: false,
-                    total_bytes: 100 * fast_total,
-                    free_bytes: 100 * fast_total,
-                },
-            ],
-            tiers: vec![
-                Tier {
-                    kernel_id: 4,
-                    nodes: vec![0],
-                },
-                Tier {
-                    kernel_id: 72,
-                    nodes: vec![1],
-                },
-            ],
-            tier_source: TierSource::Explicit,
-        }
+        Topology::two_tiers(fast_total, fast_free, 100 * fast_total)
     }
 
     /// A daemon with one process, a synthetic topology, no access source, and `fake` as its

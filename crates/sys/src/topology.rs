@@ -101,6 +101,36 @@ fn parse_node_meminfo(text: &str) -> (Option<u64>, Option<u64>) {
 }
 
 impl Topology {
+    /// A made-up machine for fakes, tests and benchmarks: node 0 with the CPUs and
+    /// `fast_total` bytes (`fast_free` of them free) as the fast tier, node 1 CPU-less with
+    /// `slow_total` bytes, all free, as the slow tier (kernel tier ids 4 and 72, as the tiered
+    /// VM's HMAT numbers give).
+    pub fn two_tiers(fast_total: u64, fast_free: u64, slow_total: u64) -> Topology {
+        let node = |id, has_cpus, total_bytes, free_bytes| Node {
+            id,
+            has_cpus,
+            total_bytes,
+            free_bytes,
+        };
+        Topology {
+            nodes: vec![
+                node(0, true, fast_total, fast_free),
+                node(1, false, slow_total, slow_total),
+            ],
+            tiers: vec![
+                Tier {
+                    kernel_id: 4,
+                    nodes: vec![0],
+                },
+                Tier {
+                    kernel_id: 72,
+                    nodes: vec![1],
+                },
+            ],
+            tier_source: TierSource::Explicit,
+        }
+    }
+
     /// Reads the topology under `sys_root` (normally `/sys`).
     pub fn discover(sys_root: &Path) -> Result<Topology, TopologyError> {
         let node_dir = sys_root.join("devices/system/node");
