@@ -24,9 +24,7 @@ pub struct PerfSource {
 }
 
 fn explain(event: &SampleEvent, cpu: u32, e: std::io::Error) -> anyhow::Error {
-    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .map(|t| t.trim().to_owned())
-        .unwrap_or_else(|_| "unknown".into());
+    let paranoid = objtier_sys::perf::paranoid_setting(std::path::Path::new("/proc"));
     let hint = match e.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => format!(
             "system-wide sampling needs root or CAP_PERFMON (kernel.perf_event_paranoid is \

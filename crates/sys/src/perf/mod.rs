@@ -71,6 +71,14 @@ pub fn online_cpus(sys_root: &Path) -> Result<Vec<u32>, PerfError> {
     })
 }
 
+/// `kernel.perf_event_paranoid` as the kernel shows it under `proc_root`, or "unknown", for
+/// messages that explain a refused `perf_event_open`.
+pub fn paranoid_setting(proc_root: &Path) -> String {
+    std::fs::read_to_string(proc_root.join("sys/kernel/perf_event_paranoid"))
+        .map(|t| t.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 /// `perf_event_open` of `attr` on one CPU, for every process running there (pid -1).
 pub(crate) fn open_on_cpu(attr: &mut perf_event_attr, cpu: u32) -> std::io::Result<OwnedFd> {
     // SAFETY: a valid attr; pid -1 with a cpu covers everything on that CPU.
@@ -161,9 +169,7 @@ pub struct LlcCounters {
 impl LlcCounters {
     /// Opens both counters on every online CPU.
     pub fn open(sys_root: &Path, proc_root: &Path) -> Result<LlcCounters, PerfError> {
-        let paranoid = std::fs::read_to_string(proc_root.join("sys/kernel/perf_event_paranoid"))
-            .map(|t| t.trim().to_owned())
-            .unwrap_or_else(|_| "unknown".into());
+        let paranoid = paranoid_setting(proc_root);
         let mut counters = LlcCounters {
             misses: Vec::new(),
             instructions: Vec::new(),
