@@ -135,7 +135,8 @@ struct DaemonArgs {
     #[arg(long, value_parser = parse_size)]
     fast_reserve: Option<u64>,
     /// When to migrate; repeat or separate with commas to combine (any one fires):
-    /// time:N every N intervals, alloc:SIZE after SIZE allocated (1G if no SIZE),
+    /// time:N every N intervals, alloc:SIZE after SIZE allocated (1G if no SIZE; alloc:10%
+    /// for a share of the fastest tier's capacity),
     /// pressure:SHARE when the fastest tier's free memory falls below SHARE (5% if none),
     /// llc-mpi:T when LLC misses per instruction change by T times their recent average
     /// (2 if none; needs a hardware PMU) [default: time:1].

@@ -12,8 +12,8 @@ pub mod routines;
 pub mod units;
 
 pub use routines::{
-    Aggregate, AllocationTrigger, Ema, Enforce, FillFastestFirst, LlcMpiTrigger, Policy,
-    PressureTrigger, Prioritize, Signals, TimeTrigger, Trigger, TriggerSpec,
+    Aggregate, AllocationThreshold, AllocationTrigger, Ema, Enforce, FillFastestFirst,
+    LlcMpiTrigger, Policy, PressureTrigger, Prioritize, Signals, TimeTrigger, Trigger, TriggerSpec,
 };
 
 use objtier_wire::advice;

@@ -110,11 +110,34 @@ impl Trigger for TimeTrigger {
     }
 }
 
-/// Enforce once this many bytes were allocated since the last enforcement (the paper's
-/// allocation trigger; 1 GiB by default, its best average).
+/// Enforce once this much was allocated since the last enforcement (the paper's allocation
+/// trigger; 1 GiB by default, its best average).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AllocationTrigger {
-    pub bytes: u64,
+    pub threshold: AllocationThreshold,
+}
+
+/// How much allocation fires the allocation trigger.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum AllocationThreshold {
+    /// A fixed number of bytes (`alloc:1G`).
+    Bytes(u64),
+    /// A share of the fastest tier's capacity (`alloc:10%`). The paper picked 1 GiB for fast
+    /// tiers of 3 to 25 GB and 10 GiB at 192 GB, 4 to 40 % of the fast tier either way; a share
+    /// keeps the trigger meaningful on a fast tier of any size.
+    ShareOfFast(f64),
+}
+
+impl AllocationThreshold {
+    /// The threshold in bytes for a fastest tier of `fast_capacity` bytes (at least 1 byte).
+    pub fn bytes(&self, fast_capacity: u64) -> u64 {
+        match *self {
+            AllocationThreshold::Bytes(bytes) => bytes,
+            AllocationThreshold::ShareOfFast(share) => {
+                ((fast_capacity as f64 * share) as u64).max(1)
+            }
+        }
+    }
 }
 
 /// The allocation trigger's default threshold.
@@ -122,10 +145,16 @@ pub const DEFAULT_ALLOCATION_TRIGGER_BYTES: u64 = 1 << 30;
 
 impl Trigger for AllocationTrigger {
     fn name(&self) -> String {
-        format!("alloc:{}", crate::units::format_size(self.bytes))
+        match self.threshold {
+            AllocationThreshold::Bytes(bytes) => {
+                format!("alloc:{}", crate::units::format_size(bytes))
+            }
+            AllocationThreshold::ShareOfFast(share) => format!("alloc:{}%", share * 100.0),
+        }
     }
     fn check(&mut self, s: &Signals) -> Option<String> {
-        (s.allocated_bytes_since_enforcement >= self.bytes).then(|| {
+        let threshold = self.threshold.bytes(s.fast_capacity_bytes);
+        (s.allocated_bytes_since_enforcement >= threshold).then(|| {
             format!(
                 "{} allocated since the last migration",
                 crate::units::format_size(s.allocated_bytes_since_enforcement)
@@ -230,11 +259,13 @@ impl Trigger for LlcMpiTrigger {
 }
 
 /// A trigger by name, as the command line and the config file give it: `time[:N]`,
-/// `alloc[:SIZE]`, `pressure[:SHARE]` or `llc-mpi[:THRESHOLD]`.
+/// `alloc[:SIZE|:PERCENT%]`, `pressure[:SHARE]` or `llc-mpi[:THRESHOLD]`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TriggerSpec {
     Time(u32),
     Allocation(u64),
+    /// The allocation trigger with a threshold of this share of the fastest tier.
+    AllocationShare(f64),
     Pressure(f64),
     LlcMpi(f64),
 }
@@ -243,7 +274,12 @@ impl TriggerSpec {
     pub fn build(&self) -> Box<dyn Trigger> {
         match *self {
             TriggerSpec::Time(intervals) => Box::new(TimeTrigger { intervals }),
-            TriggerSpec::Allocation(bytes) => Box::new(AllocationTrigger { bytes }),
+            TriggerSpec::Allocation(bytes) => Box::new(AllocationTrigger {
+                threshold: AllocationThreshold::Bytes(bytes),
+            }),
+            TriggerSpec::AllocationShare(share) => Box::new(AllocationTrigger {
+                threshold: AllocationThreshold::ShareOfFast(share),
+            }),
             TriggerSpec::Pressure(free_share) => Box::new(PressureTrigger { free_share }),
             TriggerSpec::LlcMpi(threshold) => Box::new(LlcMpiTrigger::new(threshold)),
         }
@@ -270,16 +306,17 @@ impl std::str::FromStr for TriggerSpec {
                 };
                 Ok(TriggerSpec::Time(n))
             }
-            "alloc" | "allocation" => {
-                let bytes = match value {
-                    None => DEFAULT_ALLOCATION_TRIGGER_BYTES,
-                    Some(v) => crate::units::parse_size(v)
-                        .ok()
-                        .filter(|&b| b > 0)
-                        .ok_or_else(|| bad("alloc:SIZE needs a size such as 512M or 1G"))?,
-                };
-                Ok(TriggerSpec::Allocation(bytes))
-            }
+            "alloc" | "allocation" => match value {
+                None => Ok(TriggerSpec::Allocation(DEFAULT_ALLOCATION_TRIGGER_BYTES)),
+                Some(v) if v.ends_with('%') => parse_share(v)
+                    .map(TriggerSpec::AllocationShare)
+                    .ok_or_else(|| bad("alloc:PERCENT% needs a share of the fast tier in (0, 100), e.g. 10%")),
+                Some(v) => crate::units::parse_size(v)
+                    .ok()
+                    .filter(|&b| b > 0)
+                    .map(TriggerSpec::Allocation)
+                    .ok_or_else(|| bad("alloc:SIZE needs a size such as 512M or 1G, or a share of the fast tier such as 10%")),
+            },
             "pressure" => {
                 let share = match value {
                     None => DEFAULT_PRESSURE_FREE_SHARE,
@@ -300,8 +337,8 @@ impl std::str::FromStr for TriggerSpec {
                 Ok(TriggerSpec::LlcMpi(threshold))
             }
             _ => Err(format!(
-                "unknown trigger {text:?}: use time[:N], alloc[:SIZE], pressure[:SHARE] or \
-                 llc-mpi[:THRESHOLD]"
+                "unknown trigger {text:?}: use time[:N], alloc[:SIZE|:PERCENT%], pressure[:SHARE] \
+                 or llc-mpi[:THRESHOLD]"
             )),
         }
     }
@@ -443,7 +480,9 @@ mod tests {
 
     #[test]
     fn allocation_trigger_counts_bytes_since_the_last_migration() {
-        let mut t = AllocationTrigger { bytes: GIB };
+        let mut t = AllocationTrigger {
+            threshold: AllocationThreshold::Bytes(GIB),
+        };
         let at = |bytes| Signals {
             allocated_bytes_since_enforcement: bytes,
             ..signals()
@@ -451,6 +490,26 @@ mod tests {
         assert!(t.check(&at(GIB - 1)).is_none());
         let reason = t.check(&at(GIB)).unwrap();
         assert!(reason.contains("1G allocated"), "{reason}");
+        assert_eq!(t.name(), "alloc:1G");
+    }
+
+    #[test]
+    fn allocation_trigger_can_scale_with_the_fast_tier() {
+        let mut t = AllocationTrigger {
+            threshold: AllocationThreshold::ShareOfFast(0.1),
+        };
+        assert_eq!(t.name(), "alloc:10%");
+        let at = |allocated, fast| Signals {
+            allocated_bytes_since_enforcement: allocated,
+            fast_capacity_bytes: fast,
+            ..signals()
+        };
+        assert!(t.check(&at(99 << 20, 1000 << 20)).is_none());
+        assert!(t.check(&at(100 << 20, 1000 << 20)).is_some());
+        assert!(t.check(&at(100 << 20, 2000 << 20)).is_none());
+        // No fast tier known: any allocation fires rather than none.
+        assert!(t.check(&at(1, 0)).is_some());
+        assert!(t.check(&at(0, 0)).is_none());
     }
 
     #[test]
@@ -499,12 +558,15 @@ mod tests {
         assert_eq!("time:5".parse(), Ok(TriggerSpec::Time(5)));
         assert_eq!("alloc".parse(), Ok(TriggerSpec::Allocation(GIB)));
         assert_eq!("alloc:512M".parse(), Ok(TriggerSpec::Allocation(512 << 20)));
+        assert_eq!("alloc:10%".parse(), Ok(TriggerSpec::AllocationShare(0.1)));
         assert_eq!("pressure:5%".parse(), Ok(TriggerSpec::Pressure(0.05)));
         assert_eq!("pressure".parse(), Ok(TriggerSpec::Pressure(0.05)));
         assert_eq!("llc-mpi:2".parse(), Ok(TriggerSpec::LlcMpi(2.0)));
         for bad in [
             "time:0",
             "alloc:lots",
+            "alloc:150%",
+            "alloc:0%",
             "pressure:1.5",
             "llc-mpi:-1",
             "sometimes",
@@ -515,7 +577,7 @@ mod tests {
         assert!("sometimes"
             .parse::<TriggerSpec>()
             .unwrap_err()
-            .contains("time[:N], alloc[:SIZE]"));
+            .contains("time[:N], alloc[:SIZE|:PERCENT%]"));
     }
 
     #[test]
