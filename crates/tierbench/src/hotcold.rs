@@ -20,10 +20,17 @@
 //!   to K other objects instead, which were cold until then. No tick straddles the change, a
 //!   `phase` event marks it, and every later tick measures the new hot set only, so a harness
 //!   can time how long the tiering system takes to follow.
+//! - **A stream of objects touched once** (`--stream`): at every tick a new object is allocated
+//!   and written front to back, then never touched again; the oldest is freed once more than
+//!   `--stream-keep` are live. Such data (input buffers, logs, results written once) is cold the
+//!   moment it is written, so a tiering system should not let it crowd the hot set out of the
+//!   fast tier. Streaming happens between ticks, outside loop time, and each tick reports how
+//!   many of the live stream's bytes sit on fast nodes.
 //!
 //! Our own bookkeeping (page lists, counters) comes from Rust's allocator, which is also `malloc`;
 //! it is tiny next to the objects and does not affect what is measured, only how fast.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -176,6 +183,15 @@ pub struct Config {
     pub phase: Option<Phase>,
     /// Execute the oracle's window markers around the hot loop.
     pub oracle_window: bool,
+    /// Objects touched once, one per tick (None: no stream).
+    pub stream: Option<Stream>,
+}
+
+/// The stream of objects touched once: one object of `bytes` per tick, at most `keep` live.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stream {
+    pub bytes: usize,
+    pub keep: usize,
 }
 
 /// The evaluation oracle's window markers (bench/oracle/mark.c has the same bytes): 8-byte
@@ -239,6 +255,11 @@ pub enum Event {
         /// `None` (JSON null) only if no access happened in the tick.
         fast_share: Option<f64>,
         hot_fast_bytes: u64,
+        /// With a stream: bytes of the live stream objects on fast nodes, and of all of them.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stream_fast_bytes: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stream_live_bytes: Option<u64>,
     },
     /// Totals over the whole loop; `hot_fast_bytes` is of the hot set at the end.
     Summary {
@@ -248,6 +269,9 @@ pub enum Event {
         fast_share_last: Option<f64>,
         hot_fast_bytes: u64,
         all_fast_bytes: u64,
+        /// With a stream: the bytes written to stream objects over the loop.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stream_bytes: Option<u64>,
     },
 }
 
@@ -321,6 +345,8 @@ pub fn run(
     let mut hot_status = Vec::new();
     let (mut loop_seconds, mut total_accesses, mut total_fast_accesses) = (0.0, 0u64, 0u64);
     let mut fast_share_last = None;
+    let mut stream = config.stream.map(StreamObjects::new);
+    let mut stream_status = Vec::new();
     if config.oracle_window {
         oracle_mark(true);
     }
@@ -351,6 +377,9 @@ pub fn run(
                 objects,
                 hot_fast_bytes: resident_fast_bytes(&hot_map)?,
             })?;
+        }
+        if let Some(stream) = stream.as_mut() {
+            stream.step()?;
         }
         let tick_start = Instant::now();
         let tick = tick_seconds(
@@ -387,11 +416,24 @@ pub fn run(
         total_accesses += accesses;
         total_fast_accesses += fast_accesses;
         fast_share_last = fast_share(fast_accesses, accesses);
+        let (stream_fast_bytes, stream_live_bytes) = match &stream {
+            Some(stream) => {
+                let map = stream.page_map(page_size_bytes);
+                numa::query_page_nodes(&map.pages, &mut stream_status)?;
+                (
+                    Some(map.fast_bytes(&stream_status, topology)),
+                    Some(stream.live_bytes()),
+                )
+            }
+            None => (None, None),
+        };
         emit(Event::Tick {
             t: loop_seconds,
             accesses,
             fast_share: fast_share_last,
             hot_fast_bytes: hot_map.fast_bytes(&hot_status, topology),
+            stream_fast_bytes,
+            stream_live_bytes,
         })?;
     }
     if config.oracle_window {
@@ -407,7 +449,64 @@ pub fn run(
         fast_share_last,
         hot_fast_bytes: resident_fast_bytes(&hot_map)?,
         all_fast_bytes: resident_fast_bytes(&all_map)?,
+        stream_bytes: stream.as_ref().map(|stream| stream.written_bytes),
     })
+}
+
+/// The live objects of a stream, oldest first, freed with `libc::free` on drop.
+struct StreamObjects {
+    stream: Stream,
+    live: VecDeque<usize>,
+    written_bytes: u64,
+}
+
+impl StreamObjects {
+    fn new(stream: Stream) -> StreamObjects {
+        StreamObjects {
+            stream,
+            live: VecDeque::with_capacity(stream.keep + 1),
+            written_bytes: 0,
+        }
+    }
+
+    /// One object more, written once; the oldest freed if more than `keep` are live.
+    fn step(&mut self) -> Result<()> {
+        let bytes = self.stream.bytes;
+        // SAFETY: malloc has no preconditions; the result is checked for NULL below.
+        let addr = unsafe { libc::malloc(bytes) } as usize;
+        if addr == 0 {
+            bail!("malloc({bytes}) returned NULL for a stream object: out of memory; lower --stream or --stream-keep");
+        }
+        self.live.push_back(addr);
+        // SAFETY: [addr, addr + bytes) is an allocation we own and nobody else uses.
+        unsafe { std::ptr::write_bytes(addr as *mut u8, 0x5a, bytes) };
+        self.written_bytes += bytes as u64;
+        if self.live.len() > self.stream.keep {
+            let oldest = self.live.pop_front().expect("more than keep >= 1 live");
+            // SAFETY: from libc::malloc above, removed from `live`, so freed exactly once.
+            unsafe { libc::free(oldest as *mut libc::c_void) };
+        }
+        Ok(())
+    }
+
+    fn live_bytes(&self) -> u64 {
+        (self.live.len() * self.stream.bytes) as u64
+    }
+
+    fn page_map(&self, page_size_bytes: usize) -> PageMap {
+        let spans: Vec<(usize, usize)> =
+            self.live.iter().map(|&a| (a, self.stream.bytes)).collect();
+        PageMap::new(&spans, page_size_bytes)
+    }
+}
+
+impl Drop for StreamObjects {
+    fn drop(&mut self) {
+        for &addr in &self.live {
+            // SAFETY: every live address came from libc::malloc and is freed exactly once, here.
+            unsafe { libc::free(addr as *mut libc::c_void) };
+        }
+    }
 }
 
 fn page_size_bytes() -> Result<usize> {
@@ -616,6 +715,27 @@ mod tests {
             fast_nodes: vec![0],
             slow_node: 1,
         }
+    }
+
+    #[test]
+    fn a_stream_keeps_its_newest_objects_and_counts_what_it_wrote() {
+        let mut stream = StreamObjects::new(Stream {
+            bytes: 3 * 4096 + 10,
+            keep: 2,
+        });
+        for _ in 0..5 {
+            stream.step().unwrap();
+        }
+        assert_eq!(stream.live.len(), 2);
+        assert_eq!(stream.live_bytes(), 2 * (3 * 4096 + 10));
+        assert_eq!(stream.written_bytes, 5 * (3 * 4096 + 10));
+        let newest = *stream.live.back().unwrap();
+        // SAFETY: the newest object is live and was written whole.
+        let last = unsafe { *((newest + 3 * 4096 + 9) as *const u8) };
+        assert_eq!(last, 0x5a);
+        // Four or five pages per object, however malloc aligned it.
+        let pages = stream.page_map(4096).pages.len();
+        assert!((8..=10).contains(&pages), "{pages}");
     }
 
     #[test]

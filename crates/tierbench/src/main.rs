@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{error::ErrorKind, Args, CommandFactory, Parser, Subcommand};
 
-use hotcold::{Event, FirstTouch, Phase, PhaseHot};
+use hotcold::{Event, FirstTouch, Phase, PhaseHot, Stream};
 
 #[derive(Parser)]
 #[command(
@@ -80,6 +80,13 @@ struct HotColdArgs {
     /// markers are NOPs outside the oracle.
     #[arg(long)]
     oracle_window: bool,
+    /// A stream of objects touched once: at every tick one more object of this size (a size
+    /// like --size) is written front to back and never touched again.
+    #[arg(long, value_parser = parse_size_bytes)]
+    stream: Option<usize>,
+    /// Stream objects kept live; the oldest is freed when one more is written.
+    #[arg(long, requires = "stream", default_value_t = 8, value_parser = parse_positive)]
+    stream_keep: usize,
 }
 
 impl HotColdArgs {
@@ -107,6 +114,13 @@ impl HotColdArgs {
             hotcold::check_phase_hot(self.objects, self.hot, phase.hot)?;
         }
         Ok(())
+    }
+
+    fn stream(&self) -> Option<Stream> {
+        self.stream.map(|bytes| Stream {
+            bytes,
+            keep: self.stream_keep,
+        })
     }
 
     fn phase(&self) -> Option<Phase> {
@@ -202,6 +216,7 @@ fn run(args: &HotColdArgs) -> Result<()> {
         threads: args.threads,
         phase: args.phase(),
         oracle_window: args.oracle_window,
+        stream: args.stream(),
     };
     let hot_bytes = args.hot * args.size;
     let all_bytes = args.objects * args.size;
@@ -265,12 +280,19 @@ fn describe(event: &Event, hot_bytes: usize, all_bytes: usize) -> String {
             accesses,
             fast_share,
             hot_fast_bytes,
-        } => [
-            format!("tick t={t:.2} s: {accesses} accesses"),
-            format!("fast share {}", share(fast_share)),
-            format!("hot on fast nodes {hot_fast_bytes} of {hot_bytes} bytes"),
-        ]
-        .join("; "),
+            stream_fast_bytes,
+            stream_live_bytes,
+        } => {
+            let mut parts = vec![
+                format!("tick t={t:.2} s: {accesses} accesses"),
+                format!("fast share {}", share(fast_share)),
+                format!("hot on fast nodes {hot_fast_bytes} of {hot_bytes} bytes"),
+            ];
+            if let (Some(fast), Some(live)) = (stream_fast_bytes, stream_live_bytes) {
+                parts.push(format!("stream on fast nodes {fast} of {live} bytes"));
+            }
+            parts.join("; ")
+        }
         Event::Summary {
             seconds,
             accesses,
@@ -278,17 +300,23 @@ fn describe(event: &Event, hot_bytes: usize, all_bytes: usize) -> String {
             fast_share_last,
             hot_fast_bytes,
             all_fast_bytes,
-        } => [
-            format!("summary: {seconds} s, {accesses} accesses"),
-            format!(
-                "fast share {} (last tick {})",
-                share(fast_share),
-                share(fast_share_last)
-            ),
-            format!("on fast nodes: hot {hot_fast_bytes} of {hot_bytes} bytes"),
-            format!("all {all_fast_bytes} of {all_bytes} bytes"),
-        ]
-        .join("; "),
+            stream_bytes,
+        } => {
+            let mut parts = vec![
+                format!("summary: {seconds} s, {accesses} accesses"),
+                format!(
+                    "fast share {} (last tick {})",
+                    share(fast_share),
+                    share(fast_share_last)
+                ),
+                format!("on fast nodes: hot {hot_fast_bytes} of {hot_bytes} bytes"),
+                format!("all {all_fast_bytes} of {all_bytes} bytes"),
+            ];
+            if let Some(stream) = stream_bytes {
+                parts.push(format!("stream written {stream} bytes"));
+            }
+            parts.join("; ")
+        }
     }
 }
 
@@ -382,6 +410,25 @@ mod tests {
         assert_eq!(args.validate(), Ok(()));
         // --phase-hot alone would silently do nothing: refused.
         assert!(hotcold_args(&["--phase-hot", "first"]).is_err());
+    }
+
+    #[test]
+    fn stream_options_parse() {
+        assert_eq!(hotcold_args(&[]).unwrap().stream(), None);
+        let args = hotcold_args(&["--stream", "16M"]).unwrap();
+        assert_eq!(
+            args.stream(),
+            Some(Stream {
+                bytes: 16 << 20,
+                keep: 8
+            })
+        );
+        let args = hotcold_args(&["--stream", "1M", "--stream-keep", "3"]).unwrap();
+        assert_eq!(args.stream().unwrap().keep, 3);
+        // --stream-keep alone would do nothing; a stream of nothing is no stream.
+        assert!(hotcold_args(&["--stream-keep", "3"]).is_err());
+        assert!(hotcold_args(&["--stream", "1M", "--stream-keep", "0"]).is_err());
+        assert!(hotcold_args(&["--stream", "0"]).is_err());
     }
 
     #[test]
