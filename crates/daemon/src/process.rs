@@ -317,6 +317,11 @@ pub struct Process {
     pub attached_ns: u64,
     pub objects: BTreeMap<u64, Object>,
     pub records: BTreeMap<u64, Record>,
+    /// Bumped whenever a record is added or removed, so that what is derived from the set of
+    /// records (the access source's ranges) is recomputed only when it changed.
+    pub records_generation: u64,
+    /// The access source's ranges for this process, and the generation they were derived from.
+    pub source_ranges: (u64, Vec<(u64, u64)>),
     /// Allocations of this interval not yet promoted to records.
     pub pending: HashMap<u64, Object>,
     pub stats: ProcessStats,
@@ -434,6 +439,8 @@ impl Process {
             attached_ns: 0,
             objects: BTreeMap::new(),
             records: BTreeMap::new(),
+            records_generation: 0,
+            source_ranges: (u64::MAX, Vec::new()),
             pending: HashMap::new(),
             stats: ProcessStats::default(),
             resident_bytes_by_tier: vec![],
@@ -882,6 +889,7 @@ impl Process {
     }
 
     fn insert_object(&mut self, start: u64, object: Object) {
+        self.records_generation += 1;
         for (record_start, len) in split_ranges(start, object.len, self.split_bytes) {
             self.records.insert(
                 record_start,
@@ -923,6 +931,9 @@ impl Process {
             .range(start..start + object.len)
             .map(|(k, _)| *k)
             .collect();
+        if !doomed.is_empty() {
+            self.records_generation += 1;
+        }
         for k in doomed {
             self.records.remove(&k);
         }

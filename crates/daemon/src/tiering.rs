@@ -462,18 +462,26 @@ impl Daemon {
         for p in self.processes.values_mut() {
             p.commit_pending();
         }
+        // A process's ranges are derived again only when its set of records changed.
         let mut targets: Vec<Target> = latest_by_pid
             .iter()
-            .map(|(&pid, id)| {
-                let ranges: Vec<(u64, u64)> = self.processes[id]
-                    .records
-                    .iter()
-                    .map(|(start, r)| (*start, start + r.len))
-                    .collect();
-                Target {
-                    pid,
-                    ranges: coalesce_ranges(&ranges, MAX_RANGES_PER_PROCESS),
+            .filter_map(|(&pid, id)| {
+                let p = self.processes.get_mut(id)?;
+                if p.source_ranges.0 != p.records_generation {
+                    let ranges: Vec<(u64, u64)> = p
+                        .records
+                        .iter()
+                        .map(|(start, r)| (*start, start + r.len))
+                        .collect();
+                    p.source_ranges = (
+                        p.records_generation,
+                        coalesce_ranges(&ranges, MAX_RANGES_PER_PROCESS),
+                    );
                 }
+                Some(Target {
+                    pid,
+                    ranges: p.source_ranges.1.clone(),
+                })
             })
             .collect();
         targets.sort_by_key(|t| t.pid);
@@ -917,6 +925,51 @@ mod tests {
         p.drain();
         p.records.get_mut(&hot).unwrap().interval_accesses = 100.0;
         (daemon_with(two_tiers(10 * MIB, 0), p, fake, sys), hot)
+    }
+
+    /// The access source's ranges are derived again when, and only when, records come or go.
+    #[test]
+    fn source_ranges_follow_the_records() {
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (p, _peer) = process();
+        let id = p.id;
+        let base = 0x7000_0000_0000u64;
+        push(&p, EventKind::Alloc, base, MIB, event_flags::SNAPSHOT);
+        push(
+            &p,
+            EventKind::Alloc,
+            base + 4 * MIB,
+            MIB,
+            event_flags::SNAPSHOT,
+        );
+        let mut daemon = daemon_with(two_tiers(64 * MIB, 64 * MIB), p, &fake, &sys);
+        daemon.processes.get_mut(&id).unwrap().drain();
+        daemon.interval();
+        let p = &daemon.processes[&id];
+        let generation = p.records_generation;
+        assert_eq!(
+            p.source_ranges,
+            (
+                generation,
+                vec![(base, base + MIB), (base + 4 * MIB, base + 5 * MIB)]
+            )
+        );
+        daemon.interval();
+        assert_eq!(
+            daemon.processes[&id].records_generation, generation,
+            "nothing changed"
+        );
+        let p = daemon.processes.get_mut(&id).unwrap();
+        push(p, EventKind::Free, base, 0, 0);
+        p.drain();
+        daemon.interval();
+        let p = &daemon.processes[&id];
+        assert!(p.records_generation > generation);
+        assert_eq!(
+            p.source_ranges,
+            (p.records_generation, vec![(base + 4 * MIB, base + 5 * MIB)])
+        );
     }
 
     /// With more record pages than one interval locates, each interval locates a rotating share
