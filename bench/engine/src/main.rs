@@ -35,7 +35,7 @@ use objtier_policy::{
     assign_tiers, prioritize, Candidate, Prioritization, ProcessPolicy, TierBudget, TierBytes,
     DEFAULT_SPLIT_BYTES,
 };
-use objtier_sys::pages::{MoveError, PageMover, PageStatus, RecordingPageMover};
+use objtier_sys::pages::{MoveError, PageMover, PageStatus, RecordedCall, RecordingPageMover};
 use objtier_sys::topology::Topology;
 use objtier_wire::{event_flags, Event, EventKind, PAGE_SIZE};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -229,6 +229,8 @@ struct Interval {
     /// CPU time spent inside the fake page mover.
     mover_ns: u64,
     moved_pages: u64,
+    /// Pages the interval asked the (fake) kernel to locate.
+    located_pages: u64,
     /// Most heap the interval had allocated at once beyond what it started with.
     peak_extra_bytes: usize,
 }
@@ -393,7 +395,18 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
         daemon.interval();
         let (cpu, wall) = (cpu_ns() - cpu, wall.elapsed().as_nanos() as u64);
         let report = daemon.last_interval.as_ref().expect("an interval report");
+        let located_pages = fake
+            .lock()
+            .unwrap()
+            .calls
+            .iter()
+            .map(|c| match c {
+                RecordedCall::Query { pages, .. } => *pages as u64,
+                RecordedCall::Move { .. } => 0,
+            })
+            .sum();
         Interval {
+            located_pages,
             cpu_ns: cpu,
             wall_ns: wall,
             mover_ns: mover_ns.load(Ordering::Relaxed),
@@ -505,6 +518,8 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
         "interval_wall_ms": steady_ms(|s| s.wall_ns),
         "interval_mover_ms": steady_ms(|s| s.mover_ns),
         "interval_own_ms": steady_ms(|s| s.cpu_ns - s.mover_ns),
+        "first_interval_located_pages": first.located_pages,
+        "interval_located_pages": median(steady.iter().map(|s| s.located_pages as f64).collect()),
         "steady_moved_pages": steady_moved,
         "prioritize_ms": median(prioritize_ms),
         "assign_tiers_ms": median(assign_ms),
@@ -648,12 +663,26 @@ fn print_tables(rows: &[serde_json::Value], kernel: Option<f64>) {
     }
     println!();
     match kernel {
-        Some(ns) => println!(
-            "The kernel's move_pages status query: {ns:.0} ns a page (CPU, best of 5, on our own \
-             memory); locating {} pages would add {:.0} ms.",
-            rows.last().map_or(0, |r| r["pages"].as_u64().unwrap_or(0)),
-            rows.last().map_or(0.0, |r| f(r, "pages")) * ns / 1e6
-        ),
+        Some(ns) => {
+            println!(
+                "The kernel's move_pages status query: {ns:.0} ns a page (CPU, best of 5, on our \
+                 own memory). Pages each interval asked it to locate, and what that adds:"
+            );
+            println!();
+            println!("| records | pages | located per interval (first) | kernel ms per interval (first) |");
+            println!("|---|---|---|---|");
+            for r in rows {
+                println!(
+                    "| {} | {} | {:.0} ({}) | {:.0} ({:.0}) |",
+                    r["records"],
+                    r["pages"],
+                    f(r, "interval_located_pages"),
+                    r["first_interval_located_pages"],
+                    f(r, "interval_located_pages") * ns / 1e6,
+                    f(r, "first_interval_located_pages") * ns / 1e6,
+                );
+            }
+        }
         None => println!("The kernel's move_pages status query could not be timed here."),
     }
 }

@@ -77,6 +77,8 @@ pub struct Daemon {
     pub llc_counters: Option<objtier_sys::perf::LlcCounters>,
     /// Warm start's store; None when warm start is off (or has no directory).
     pub site_store: Option<sitestore::SiteStore>,
+    /// Pages of all records at the last enforcement: how many of them one interval locates.
+    record_pages: u64,
     next_process_id: u64,
     euid: u32,
 }
@@ -241,6 +243,7 @@ impl Daemon {
             started: Instant::now(),
             totals: tiering::Totals::default(),
             last_interval: None,
+            record_pages: 0,
             policy,
             since_enforcement: tiering::SinceEnforcement::default(),
             llc_counters: None,

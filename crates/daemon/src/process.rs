@@ -147,6 +147,48 @@ pub struct Record {
     pub recent_accesses: f32,
     /// Sampled accesses of the interval before that.
     pub previous_accesses: f32,
+    /// Where its pages were when last located (with many records the daemon locates a
+    /// rotating share of them each interval; see `tiering`).
+    pub resident: ResidentPages,
+}
+
+/// A record's pages on each of the three fastest tiers, 21 bits each, packed into one word;
+/// bit 63 set when not known (never located, or moved since).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResidentPages(u64);
+
+impl ResidentPages {
+    pub const UNKNOWN: ResidentPages = ResidentPages(1 << 63);
+    const BITS: u32 = 21;
+    const MASK: u64 = (1 << Self::BITS) - 1;
+
+    /// Packs pages per tier; UNKNOWN if there are more than three tiers or more than 2^21 - 1
+    /// pages (8 GiB) on one, which then are located at every interval.
+    pub fn pack(pages_by_tier: &[u64]) -> ResidentPages {
+        if pages_by_tier.len() > 3 || pages_by_tier.iter().any(|&p| p > Self::MASK) {
+            return ResidentPages::UNKNOWN;
+        }
+        ResidentPages(
+            pages_by_tier
+                .iter()
+                .enumerate()
+                .fold(0, |acc, (tier, &pages)| {
+                    acc | pages << (tier as u32 * Self::BITS)
+                }),
+        )
+    }
+
+    pub fn known(self) -> bool {
+        self != ResidentPages::UNKNOWN
+    }
+
+    /// Pages on `tier` (0 for tiers past the third); meaningful only when `known`.
+    pub fn pages(self, tier: usize) -> u64 {
+        if tier >= 3 {
+            return 0;
+        }
+        (self.0 >> (tier as u32 * Self::BITS)) & Self::MASK
+    }
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -275,6 +317,11 @@ pub struct Process {
     pub attached_ns: u64,
     pub objects: BTreeMap<u64, Object>,
     pub records: BTreeMap<u64, Record>,
+    /// Bumped whenever a record is added or removed, so that what is derived from the set of
+    /// records (the access source's ranges) is recomputed only when it changed.
+    pub records_generation: u64,
+    /// The access source's ranges for this process, and the generation they were derived from.
+    pub source_ranges: (u64, Vec<(u64, u64)>),
     /// Allocations of this interval not yet promoted to records.
     pub pending: HashMap<u64, Object>,
     pub stats: ProcessStats,
@@ -304,6 +351,21 @@ pub struct Process {
     pub pidfd: Option<std::os::fd::OwnedFd>,
     /// Warm start, when the daemon keeps a site store and knows the program.
     pub warm: Option<WarmStart>,
+}
+
+/// The advice bits of every advised range (start -> (len, bits)) that overlaps [start, start + len).
+pub fn advice_for(advice: &BTreeMap<u64, (u64, u32)>, start: u64, len: u64) -> u32 {
+    if advice.is_empty() {
+        return 0;
+    }
+    let end = start + len;
+    advice
+        .range(..end)
+        .rev()
+        // Ranges never overlap each other, so ends ascend with starts: stop at the first that
+        // ends before `start`.
+        .take_while(|(&s, &(l, _))| s + l > start)
+        .fold(0, |acc, (_, &(_, hints))| acc | hints)
 }
 
 impl Process {
@@ -377,6 +439,8 @@ impl Process {
             attached_ns: 0,
             objects: BTreeMap::new(),
             records: BTreeMap::new(),
+            records_generation: 0,
+            source_ranges: (u64::MAX, Vec::new()),
             pending: HashMap::new(),
             stats: ProcessStats::default(),
             resident_bytes_by_tier: vec![],
@@ -547,17 +611,7 @@ impl Process {
 
     /// Advice bits that apply to `[start, start + len)` (the union of overlapping advice).
     pub fn advice_for(&self, start: u64, len: u64) -> u32 {
-        if self.advice.is_empty() {
-            return 0;
-        }
-        let end = start + len;
-        self.advice
-            .range(..end)
-            .rev()
-            // Ranges never overlap each other, so ends ascend with starts: stop at the first
-            // that ends before `start`.
-            .take_while(|(&s, &(l, _))| s + l > start)
-            .fold(0, |acc, (_, &(_, hints))| acc | hints)
+        advice_for(&self.advice, start, len)
     }
 
     /// Notices a finished resync, and asks for one when events were dropped since the last.
@@ -835,6 +889,7 @@ impl Process {
     }
 
     fn insert_object(&mut self, start: u64, object: Object) {
+        self.records_generation += 1;
         for (record_start, len) in split_ranges(start, object.len, self.split_bytes) {
             self.records.insert(
                 record_start,
@@ -847,6 +902,7 @@ impl Process {
                     interval_accesses: 0.0,
                     recent_accesses: 0.0,
                     previous_accesses: 0.0,
+                    resident: ResidentPages::UNKNOWN,
                 },
             );
         }
@@ -875,6 +931,9 @@ impl Process {
             .range(start..start + object.len)
             .map(|(k, _)| *k)
             .collect();
+        if !doomed.is_empty() {
+            self.records_generation += 1;
+        }
         for k in doomed {
             self.records.remove(&k);
         }
@@ -1028,9 +1087,23 @@ pub(crate) mod tests {
 
     /// The record layout docs/architecture.md describes: at most 64 bytes with its key.
     #[test]
-    fn a_record_is_48_bytes_and_56_with_its_key() {
-        assert_eq!(std::mem::size_of::<Record>(), 48);
-        assert_eq!(std::mem::size_of::<(u64, Record)>(), 56);
+    fn a_record_is_56_bytes_and_64_with_its_key() {
+        assert_eq!(std::mem::size_of::<Record>(), 56);
+        assert_eq!(std::mem::size_of::<(u64, Record)>(), 64);
+    }
+
+    #[test]
+    fn resident_pages_pack_three_tiers_or_say_unknown() {
+        let r = ResidentPages::pack(&[5, 0, (1 << 21) - 1]);
+        assert!(r.known());
+        assert_eq!(
+            (r.pages(0), r.pages(1), r.pages(2), r.pages(3)),
+            (5, 0, (1 << 21) - 1, 0)
+        );
+        assert_eq!(ResidentPages::pack(&[1, 2]).pages(1), 2);
+        assert!(!ResidentPages::pack(&[0, 1 << 21]).known());
+        assert!(!ResidentPages::pack(&[0, 0, 0, 0]).known());
+        assert!(ResidentPages::pack(&[]).known());
     }
 
     /// `f32` counters: a region as large as the address space, sampled as often as DAMON can,
