@@ -453,18 +453,12 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
                         resident[node as usize] += PAGE_SIZE as u64;
                     }
                 }
-                candidates.push(Candidate {
-                    id: candidates.len(),
-                    process: pi,
-                    len_bytes: r.len,
-                    created_ns: r.created_ns,
-                    last_access_ns: r.last_access_ns,
-                    ema_accesses: r.ema_accesses as f64,
-                    recent_accesses: r.recent_accesses as f64,
-                    previous_accesses: r.previous_accesses as f64,
-                    resident_bytes_by_tier: resident,
-                    advice: p.advice_for(start, r.len),
-                });
+                candidates.push(r.candidate(
+                    candidates.len(),
+                    pi,
+                    resident,
+                    p.advice_for(start, r.len),
+                ));
             }
         }
     }

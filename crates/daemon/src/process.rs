@@ -157,6 +157,30 @@ pub struct Record {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ResidentPages(u64);
 
+impl Record {
+    /// The policy's view of this record, the `id`th candidate, of the `process`th process.
+    pub fn candidate(
+        &self,
+        id: usize,
+        process: usize,
+        resident_bytes_by_tier: objtier_policy::TierBytes,
+        advice: u32,
+    ) -> objtier_policy::Candidate {
+        objtier_policy::Candidate {
+            id,
+            process,
+            len_bytes: self.len,
+            created_ns: self.created_ns,
+            last_access_ns: self.last_access_ns,
+            ema_accesses: self.ema_accesses as f64,
+            recent_accesses: self.recent_accesses as f64,
+            previous_accesses: self.previous_accesses as f64,
+            resident_bytes_by_tier,
+            advice,
+        }
+    }
+}
+
 impl ResidentPages {
     pub const UNKNOWN: ResidentPages = ResidentPages(1 << 63);
     const BITS: u32 = 21;

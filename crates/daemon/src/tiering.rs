@@ -550,18 +550,12 @@ impl Daemon {
                 for (sum, r) in process_resident.iter_mut().zip(&resident) {
                     *sum += r;
                 }
-                candidates.push(Candidate {
-                    id: candidates.len(),
-                    process: pi,
-                    len_bytes: record.len,
-                    created_ns: record.created_ns,
-                    last_access_ns: record.last_access_ns,
-                    ema_accesses: record.ema_accesses as f64,
-                    recent_accesses: record.recent_accesses as f64,
-                    previous_accesses: record.previous_accesses as f64,
-                    resident_bytes_by_tier: resident,
-                    advice: crate::process::advice_for(advice, start, record.len),
-                });
+                candidates.push(record.candidate(
+                    candidates.len(),
+                    pi,
+                    resident,
+                    crate::process::advice_for(advice, start, record.len),
+                ));
                 spans.push(RecordPages {
                     process: pi,
                     start,
