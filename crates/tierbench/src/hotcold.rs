@@ -30,7 +30,6 @@
 //! Our own bookkeeping (page lists, counters) comes from Rust's allocator, which is also `malloc`;
 //! it is tiny next to the objects and does not affect what is measured, only how fast.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -296,11 +295,7 @@ pub fn run(
     };
     let setup_seconds = setup_start.elapsed().as_secs_f64();
 
-    let spans: Vec<(usize, usize)> = objects
-        .addrs
-        .iter()
-        .map(|&addr| (addr, objects.size_bytes))
-        .collect();
+    let spans = objects.spans();
     let all_map = PageMap::new(&spans, page_size_bytes);
     let mut hot_map = PageMap::new(
         &spans[initial_hot_objects(config.objects, config.hot_objects)],
@@ -453,36 +448,40 @@ pub fn run(
     })
 }
 
-/// The live objects of a stream, oldest first, freed with `libc::free` on drop.
+/// The live objects of a stream, oldest first (at most `keep`, so removing the oldest from the
+/// front is cheap).
 struct StreamObjects {
-    stream: Stream,
-    live: VecDeque<usize>,
+    keep: usize,
+    live: Objects,
     written_bytes: u64,
 }
 
 impl StreamObjects {
     fn new(stream: Stream) -> StreamObjects {
         StreamObjects {
-            stream,
-            live: VecDeque::with_capacity(stream.keep + 1),
+            keep: stream.keep,
+            live: Objects {
+                addrs: Vec::with_capacity(stream.keep + 1),
+                size_bytes: stream.bytes,
+            },
             written_bytes: 0,
         }
     }
 
     /// One object more, written once; the oldest freed if more than `keep` are live.
     fn step(&mut self) -> Result<()> {
-        let bytes = self.stream.bytes;
+        let bytes = self.live.size_bytes;
         // SAFETY: malloc has no preconditions; the result is checked for NULL below.
         let addr = unsafe { libc::malloc(bytes) } as usize;
         if addr == 0 {
             bail!("malloc({bytes}) returned NULL for a stream object: out of memory; lower --stream or --stream-keep");
         }
-        self.live.push_back(addr);
+        self.live.addrs.push(addr);
         // SAFETY: [addr, addr + bytes) is an allocation we own and nobody else uses.
         unsafe { std::ptr::write_bytes(addr as *mut u8, 0x5a, bytes) };
         self.written_bytes += bytes as u64;
-        if self.live.len() > self.stream.keep {
-            let oldest = self.live.pop_front().expect("more than keep >= 1 live");
+        if self.live.addrs.len() > self.keep {
+            let oldest = self.live.addrs.remove(0);
             // SAFETY: from libc::malloc above, removed from `live`, so freed exactly once.
             unsafe { libc::free(oldest as *mut libc::c_void) };
         }
@@ -490,22 +489,11 @@ impl StreamObjects {
     }
 
     fn live_bytes(&self) -> u64 {
-        (self.live.len() * self.stream.bytes) as u64
+        (self.live.addrs.len() * self.live.size_bytes) as u64
     }
 
     fn page_map(&self, page_size_bytes: usize) -> PageMap {
-        let spans: Vec<(usize, usize)> =
-            self.live.iter().map(|&a| (a, self.stream.bytes)).collect();
-        PageMap::new(&spans, page_size_bytes)
-    }
-}
-
-impl Drop for StreamObjects {
-    fn drop(&mut self) {
-        for &addr in &self.live {
-            // SAFETY: every live address came from libc::malloc and is freed exactly once, here.
-            unsafe { libc::free(addr as *mut libc::c_void) };
-        }
+        PageMap::new(&self.live.spans(), page_size_bytes)
     }
 }
 
@@ -522,6 +510,16 @@ fn page_size_bytes() -> Result<usize> {
 struct Objects {
     addrs: Vec<usize>,
     size_bytes: usize,
+}
+
+impl Objects {
+    /// (start, length) of each object, in allocation order.
+    fn spans(&self) -> Vec<(usize, usize)> {
+        self.addrs
+            .iter()
+            .map(|&addr| (addr, self.size_bytes))
+            .collect()
+    }
 }
 
 impl Drop for Objects {
@@ -726,10 +724,10 @@ mod tests {
         for _ in 0..5 {
             stream.step().unwrap();
         }
-        assert_eq!(stream.live.len(), 2);
+        assert_eq!(stream.live.addrs.len(), 2);
         assert_eq!(stream.live_bytes(), 2 * (3 * 4096 + 10));
         assert_eq!(stream.written_bytes, 5 * (3 * 4096 + 10));
-        let newest = *stream.live.back().unwrap();
+        let newest = *stream.live.addrs.last().unwrap();
         // SAFETY: the newest object is live and was written whole.
         let last = unsafe { *((newest + 3 * 4096 + 9) as *const u8) };
         assert_eq!(last, 0x5a);
