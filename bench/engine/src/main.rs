@@ -35,7 +35,7 @@ use objtier_policy::{
     assign_tiers, prioritize, Candidate, Prioritization, ProcessPolicy, TierBudget, TierBytes,
     DEFAULT_SPLIT_BYTES,
 };
-use objtier_sys::pages::{MoveError, PageMover, PageStatus, RecordedCall, RecordingPageMover};
+use objtier_sys::pages::{MoveError, PageMover, PageStatus, RecordingPageMover};
 use objtier_sys::topology::Topology;
 use objtier_wire::{event_flags, Event, EventKind, PAGE_SIZE};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -395,16 +395,7 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
         daemon.interval();
         let (cpu, wall) = (cpu_ns() - cpu, wall.elapsed().as_nanos() as u64);
         let report = daemon.last_interval.as_ref().expect("an interval report");
-        let located_pages = fake
-            .lock()
-            .unwrap()
-            .calls
-            .iter()
-            .map(|c| match c {
-                RecordedCall::Query { pages, .. } => *pages as u64,
-                RecordedCall::Move { .. } => 0,
-            })
-            .sum();
+        let located_pages = fake.lock().unwrap().queried_pages();
         Interval {
             located_pages,
             cpu_ns: cpu,

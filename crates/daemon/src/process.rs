@@ -152,11 +152,6 @@ pub struct Record {
     pub resident: ResidentPages,
 }
 
-/// A record's pages on each of the three fastest tiers, 21 bits each, packed into one word;
-/// bit 63 set when not known (never located, or moved since).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ResidentPages(u64);
-
 impl Record {
     /// The policy's view of this record, the `id`th candidate, of the `process`th process.
     pub fn candidate(
@@ -181,6 +176,11 @@ impl Record {
     }
 }
 
+/// A record's pages on each of the three fastest tiers, 21 bits each, packed into one word;
+/// bit 63 set when not known (never located, or moved since).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResidentPages(u64);
+
 impl ResidentPages {
     pub const UNKNOWN: ResidentPages = ResidentPages(1 << 63);
     const BITS: u32 = 21;
@@ -200,6 +200,20 @@ impl ResidentPages {
                     acc | pages << (tier as u32 * Self::BITS)
                 }),
         )
+    }
+
+    /// From bytes per tier (whole pages).
+    pub fn from_bytes(bytes_by_tier: &[u64]) -> ResidentPages {
+        let pages: objtier_policy::TierBytes =
+            bytes_by_tier.iter().map(|b| b / PAGE_SIZE as u64).collect();
+        ResidentPages::pack(&pages)
+    }
+
+    /// Bytes on each of `tiers` tiers; meaningful only when `known`.
+    pub fn bytes(self, tiers: usize) -> objtier_policy::TierBytes {
+        (0..tiers)
+            .map(|t| self.pages(t) * PAGE_SIZE as u64)
+            .collect()
     }
 
     pub fn known(self) -> bool {
@@ -1128,6 +1142,8 @@ pub(crate) mod tests {
         assert!(!ResidentPages::pack(&[0, 1 << 21]).known());
         assert!(!ResidentPages::pack(&[0, 0, 0, 0]).known());
         assert!(ResidentPages::pack(&[]).known());
+        let bytes = ResidentPages::from_bytes(&[2 * 4096, 4096]).bytes(2);
+        assert_eq!(bytes.as_slice(), [2 * 4096, 4096]);
     }
 
     /// `f32` counters: a region as large as the address space, sampled as often as DAMON can,

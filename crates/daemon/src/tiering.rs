@@ -581,10 +581,7 @@ impl Daemon {
                         // Counted where it was when last located.
                         let (&start, record) = records.next().expect("peeked");
                         record_pages += n as u64;
-                        let resident: TierBytes = (0..tiers)
-                            .map(|t| record.resident.pages(t) * PAGE_SIZE as u64)
-                            .collect();
-                        candidate(start, record, resident, NOT_LOCATED);
+                        candidate(start, record, record.resident.bytes(tiers), NOT_LOCATED);
                     }
                 }
                 if located.is_empty() {
@@ -609,9 +606,7 @@ impl Daemon {
                     record.resident = if failed.is_some() {
                         ResidentPages::UNKNOWN
                     } else {
-                        let pages: TierBytes =
-                            resident.iter().map(|b| b / PAGE_SIZE as u64).collect();
-                        ResidentPages::pack(&pages)
+                        ResidentPages::from_bytes(&resident)
                     };
                     candidate(start, record, resident, first_page);
                     first_page += n;
@@ -988,14 +983,7 @@ mod tests {
         let mut daemon = daemon_with(two_tiers(4096 * MIB, 4096 * MIB), p, &fake, &sys);
         let queried = || {
             let mut fake = fake.lock().unwrap();
-            let pages = fake
-                .calls
-                .iter()
-                .map(|c| match c {
-                    RecordedCall::Query { pages, .. } => *pages as u64,
-                    RecordedCall::Move { .. } => 0,
-                })
-                .sum::<u64>();
+            let pages = fake.queried_pages();
             fake.calls.clear();
             pages
         };

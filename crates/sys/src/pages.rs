@@ -197,6 +197,17 @@ impl RecordingPageMover {
             })
             .collect()
     }
+
+    /// Pages asked about by status queries recorded so far.
+    pub fn queried_pages(&self) -> u64 {
+        self.calls
+            .iter()
+            .map(|c| match c {
+                RecordedCall::Query { pages, .. } => *pages as u64,
+                RecordedCall::Move { .. } => 0,
+            })
+            .sum()
+    }
 }
 
 impl PageMover for RecordingPageMover {
