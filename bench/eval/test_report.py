@@ -208,3 +208,14 @@ class ReportTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RunHelpTest(unittest.TestCase):
+    def test_help_prints_every_default_configuration(self):
+        # A configuration name can hold a % (objtier-apb-alloc:10%), which argparse's help formatting
+        # once took for a format directive and crashed on.
+        import subprocess
+
+        run = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run")
+        out = subprocess.run([sys.executable, run, "--help"], capture_output=True, text=True, check=True).stdout
+        self.assertIn("objtier-apb-alloc:10%", out.replace("\n", "").replace(" ", ""))
