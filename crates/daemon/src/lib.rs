@@ -79,6 +79,8 @@ pub struct Daemon {
     pub site_store: Option<sitestore::SiteStore>,
     /// Pages of all records at the last enforcement: how many of them one interval locates.
     record_pages: u64,
+    /// An enforcement's largest buffers, kept for the next one.
+    buffers: tiering::IntervalBuffers,
     next_process_id: u64,
     euid: u32,
 }
@@ -244,6 +246,7 @@ impl Daemon {
             totals: tiering::Totals::default(),
             last_interval: None,
             record_pages: 0,
+            buffers: Default::default(),
             policy,
             since_enforcement: tiering::SinceEnforcement::default(),
             llc_counters: None,

@@ -165,6 +165,42 @@ struct RecordPages {
     site: u64,
 }
 
+/// An enforcement's per-record buffers, kept by the daemon from one enforcement to the next:
+/// at 10^6 records they are about 150 MB, and fresh ones every interval cost more in page
+/// faults than the work done in them (docs/performance.md, "Engine planning cost").
+#[derive(Default)]
+pub(crate) struct IntervalBuffers {
+    candidates: Vec<objtier_policy::Candidate>,
+    spans: Vec<RecordPages>,
+    /// Per process, the statuses of its located pages.
+    statuses: Vec<Vec<PageStatus>>,
+}
+
+impl IntervalBuffers {
+    /// Empties the buffers for an enforcement over `records` records of `processes` processes.
+    fn prepare(&mut self, records: usize, processes: usize) {
+        self.candidates.clear();
+        self.spans.clear();
+        self.candidates.reserve(records);
+        self.spans.reserve(records);
+        self.statuses.resize_with(processes, Vec::new);
+        self.statuses.iter_mut().for_each(Vec::clear);
+    }
+
+    /// Gives memory back when a buffer holds far more than this enforcement used (the records
+    /// went away, or a first enforcement located every page).
+    fn trim(&mut self) {
+        fn trim<T>(v: &mut Vec<T>) {
+            if v.capacity() > 4 * v.len() + 65536 {
+                v.shrink_to(2 * v.len());
+            }
+        }
+        trim(&mut self.candidates);
+        trim(&mut self.spans);
+        self.statuses.iter_mut().for_each(trim);
+    }
+}
+
 /// `RecordPages::first_page` of a record not located this interval.
 const NOT_LOCATED: usize = usize::MAX;
 
@@ -520,10 +556,16 @@ impl Daemon {
         let turn = self.totals.enforcements;
         let mut record_pages = 0u64;
         let process_ids: Vec<u64> = self.processes.keys().copied().collect();
-        let mut statuses: Vec<Vec<PageStatus>> = Vec::with_capacity(process_ids.len());
         let record_count = self.processes.values().map(|p| p.records.len()).sum();
-        let mut candidates = Vec::with_capacity(record_count);
-        let mut spans = Vec::with_capacity(record_count);
+        // The interval's largest buffers are the daemon's between enforcements (see
+        // `IntervalBuffers`): emptied, not freed.
+        let mut buffers = std::mem::take(&mut self.buffers);
+        buffers.prepare(record_count, process_ids.len());
+        let IntervalBuffers {
+            candidates,
+            spans,
+            statuses,
+        } = &mut buffers;
         let mut policies = Vec::with_capacity(process_ids.len());
         let mut batch: Vec<u64> = Vec::with_capacity(BATCH_PAGES);
         for (pi, id) in process_ids.iter().enumerate() {
@@ -537,7 +579,7 @@ impl Daemon {
             });
             // One pass over the records: a batch of whole records' pages is located, then
             // those records become candidates.
-            let mut status: Vec<PageStatus> = Vec::new();
+            let status = &mut statuses[pi];
             // A process known to have exited is not asked (its pid may be another's now).
             let mut failed = p.exited().then_some(-libc::ESRCH);
             let pid = p.pid;
@@ -588,13 +630,7 @@ impl Daemon {
                     continue;
                 }
                 let mut first_page = status.len();
-                locate(
-                    self.mover.as_mut(),
-                    pid,
-                    &mut batch,
-                    &mut status,
-                    &mut failed,
-                );
+                locate(self.mover.as_mut(), pid, &mut batch, status, &mut failed);
                 for (start, record) in located.drain(..) {
                     let n = (record.len / PAGE_SIZE as u64) as usize;
                     let mut resident = TierBytes::from_elem(0, tiers);
@@ -613,7 +649,6 @@ impl Daemon {
                 }
             }
             drop(records);
-            statuses.push(status);
             p.resident_bytes_by_tier = process_resident;
         }
         self.record_pages = record_pages;
@@ -642,16 +677,16 @@ impl Daemon {
             });
         }
         report.budget_bytes_by_tier = budgets.iter().map(|b| b.budget_bytes).collect();
-        let order = self.policy.prioritize.order(&candidates);
+        let order = self.policy.prioritize.order(candidates);
         let assignment = self
             .policy
             .enforce
-            .assign(&candidates, &order, &budgets, &policies);
+            .assign(candidates, &order, &budgets, &policies);
 
         // Proactive placement: sites whose objects are planned below the fastest tier start
         // new ones there. Only with samples: without them, "planned slow" means "not seen".
         if self.source.samples() {
-            self.place_sites_proactively(&process_ids, &spans, &candidates, &assignment);
+            self.place_sites_proactively(&process_ids, spans, candidates, &assignment);
         }
 
         // 6. Migrate: work out, in one pass over every record's pages, what moves down and
@@ -807,6 +842,8 @@ impl Daemon {
                 record.resident = ResidentPages::UNKNOWN;
             }
         }
+        buffers.trim();
+        self.buffers = buffers;
         self.totals.promoted_pages += report.promoted_pages;
         self.totals.demoted_pages += report.demoted_pages;
         self.totals.failed_pages += report.failed_pages;
