@@ -459,7 +459,8 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
         let order = prioritize(&candidates, Prioritization::Apb);
         prioritize_ms.push(ms(cpu_ns() - t));
         let t = cpu_ns();
-        let assignment = assign_tiers(&candidates, &order, &budgets, &policies, None);
+        let options = objtier_policy::FillFastestFirst::default();
+        let assignment = assign_tiers(&candidates, &order, &budgets, &policies, &options);
         assign_ms.push(ms(cpu_ns() - t));
         std::hint::black_box(assignment);
     }

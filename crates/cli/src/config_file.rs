@@ -18,6 +18,7 @@
 //! | `tiers` | `"0;1"` | `--tiers` |
 //! | `fast-capacity` | size | `--fast-capacity` |
 //! | `fast-reserve` | size | `--fast-reserve` |
+//! | `whole-records` | boolean | `--whole-records` |
 //! | `proactive` | boolean, or `"conservative"`, `"threshold[:F]"`, `"off"` | `--proactive` |
 //! | `warm-start` | boolean | `--warm-start on\|off` |
 //! | `site-store` | path of a directory | `--site-store` |
@@ -97,6 +98,7 @@ pub struct DaemonFile {
     pub tiers: Option<String>,
     pub fast_capacity: Option<SizeValue>,
     pub fast_reserve: Option<SizeValue>,
+    pub whole_records: Option<bool>,
     pub proactive: Option<SwitchOrText>,
     pub warm_start: Option<bool>,
     pub site_store: Option<PathBuf>,
@@ -119,7 +121,7 @@ impl DaemonFile {
             anyhow::anyhow!(
                 "{}; the keys are the daemon's long options: socket, interval, alpha, fill, \
                  split, prioritization, trigger, source, tiers, fast-capacity, fast-reserve, \
-                 proactive, warm-start, site-store, rate-limit, event, sample-period, \
+                 whole-records, proactive, warm-start, site-store, rate-limit, event, sample-period, \
                  damon-sample, damon-aggregate",
                 e.to_string().trim_end()
             )
@@ -144,6 +146,7 @@ mod tests {
             site-store = "/srv/objtier/sites"
             rate-limit = "512M"
             tiers = "0;1"
+            whole-records = true
             "#,
         )
         .unwrap();
@@ -153,6 +156,7 @@ mod tests {
         assert_eq!(file.fast_capacity.unwrap().bytes("x").unwrap(), 1 << 30);
         assert_eq!(file.proactive, Some(SwitchOrText::Switch(false)));
         assert_eq!(file.warm_start, Some(false));
+        assert_eq!(file.whole_records, Some(true));
         assert_eq!(
             file.site_store.as_deref(),
             Some(Path::new("/srv/objtier/sites"))

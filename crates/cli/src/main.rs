@@ -134,6 +134,10 @@ struct DaemonArgs {
     /// tier except for SIZE kept for the highest priority (default: keep them out entirely).
     #[arg(long, value_parser = parse_size)]
     fast_reserve: Option<u64>,
+    /// Move every record whole, as the paper's daemon does (default: when a record does not fit
+    /// the fast tier's remaining budget whole, the part of it that fits is placed there).
+    #[arg(long)]
+    whole_records: bool,
     /// When to migrate; repeat or separate with commas to combine (any one fires):
     /// time:N every N intervals, alloc:SIZE after SIZE allocated (1G if no SIZE; alloc:10%
     /// for a share of the fastest tier's capacity),
@@ -392,6 +396,7 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     config.fast_reserve_bytes = args
         .fast_reserve
         .or(size("fast-reserve", &file.fast_reserve)?);
+    config.record_parts = !(args.whole_records || file.whole_records.unwrap_or(false));
     config.rate_limit_bytes_per_second = args.rate_limit.or(size("rate-limit", &file.rate_limit)?);
     config.dry_run = args.dry_run;
     config.exit_when_idle = args.exit_when_idle;

@@ -68,6 +68,9 @@ pub struct DaemonConfig {
     /// fastest tier except for this many bytes kept for the highest priority. None: they are
     /// kept out of it entirely (the paper's policy).
     pub fast_reserve_bytes: Option<u64>,
+    /// Place the part of a record that fits a tier when the whole does not (true); false moves
+    /// records whole, as the paper's daemon does (`--whole-records`).
+    pub record_parts: bool,
     /// Proactive placement by allocation site (paper §3.5): how sites whose objects are planned
     /// below the fastest tier start their new objects there (needs an access source).
     pub proactive: SitePlacement,
@@ -110,6 +113,7 @@ impl DaemonConfig {
             tiers: None,
             fast_capacity_bytes: None,
             fast_reserve_bytes: None,
+            record_parts: true,
             proactive: SitePlacement::Conservative,
             warm_start: true,
             site_store: None,

@@ -143,13 +143,16 @@ fn open_site_store(config: &DaemonConfig) -> anyhow::Result<Option<sitestore::Si
 }
 
 /// The built-in policy the config names (`--prioritization`, `--trigger`, `--alpha`,
-/// `--fast-reserve`).
+/// `--fast-reserve`, `--whole-records`).
 pub fn builtin_policy(config: &DaemonConfig) -> objtier_policy::Policy {
     objtier_policy::Policy::builtin(
         config.alpha,
         config.prioritization,
         &config.triggers,
-        config.fast_reserve_bytes,
+        objtier_policy::FillFastestFirst {
+            fast_reserve_bytes: config.fast_reserve_bytes,
+            record_parts: config.record_parts,
+        },
     )
 }
 

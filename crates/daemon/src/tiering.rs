@@ -201,6 +201,15 @@ impl IntervalBuffers {
     }
 }
 
+/// A part of a record planned in a faster tier than the rest of it, in pages.
+#[derive(Clone, Copy, Debug)]
+struct PartPages {
+    tier: usize,
+    pages: usize,
+    /// How far the pages it holds may be from `pages` before any moves.
+    tolerance: usize,
+}
+
 /// `RecordPages::first_page` of a record not located this interval.
 const NOT_LOCATED: usize = usize::MAX;
 
@@ -686,7 +695,7 @@ impl Daemon {
         // Proactive placement: sites whose objects are planned below the fastest tier start
         // new ones there. Only with samples: without them, "planned slow" means "not seen".
         if self.source.samples() {
-            self.place_sites_proactively(&process_ids, spans, candidates, &assignment);
+            self.place_sites_proactively(&process_ids, spans, candidates, &assignment.tiers);
         }
 
         // 6. Migrate: work out, in one pass over every record's pages, what moves down and
@@ -700,12 +709,20 @@ impl Daemon {
         let mut own_status: Vec<PageStatus> = Vec::new();
         for &ci in &order {
             // Most records are already where they belong: no page of theirs to look at.
-            let target = assignment[ci];
+            let target = assignment.tiers[ci];
+            let part = assignment.part_of(ci).map(|p| PartPages {
+                tier: p.tier,
+                pages: (p.bytes / PAGE_SIZE as u64) as usize,
+                tolerance: (budgets[p.tier].budget_bytes as f64 * objtier_policy::KEEP_SLACK)
+                    as usize
+                    / PAGE_SIZE,
+            });
             let resident = &candidates[ci].resident_bytes_by_tier;
-            if resident
-                .iter()
-                .enumerate()
-                .all(|(t, &b)| t == target || b == 0)
+            if part.is_none()
+                && resident
+                    .iter()
+                    .enumerate()
+                    .all(|(t, &b)| t == target || b == 0)
             {
                 continue;
             }
@@ -727,14 +744,16 @@ impl Daemon {
             } else {
                 &statuses[span.process][span.first_page..span.first_page + span.pages]
             };
-            let (down, up) = self.moves_of(span.start, target, status);
+            let (down, up) = self.moves_of(span.start, target, part, status);
             if down.is_empty() && up.is_empty() {
                 continue;
             }
             moving.push((span.process, span.start));
-            push_merged(&mut promotions, span.process, target, up);
-            if !down.is_empty() {
-                down_by_rank.push((span.process, target, down));
+            for (tier, pages) in up {
+                push_merged(&mut promotions, span.process, tier, pages);
+            }
+            for (tier, pages) in down {
+                down_by_rank.push((span.process, tier, pages));
             }
         }
         let mut demotions: Vec<(usize, usize, Vec<u64>)> = Vec::new();
@@ -868,19 +887,73 @@ impl Daemon {
         }
     }
 
-    /// Pages of the record at `start`, whose pages have `statuses`, that must move to reach
-    /// `target`: (down, up).
-    fn moves_of(&self, start: u64, target: usize, statuses: &[PageStatus]) -> (Vec<u64>, Vec<u64>) {
-        let (mut down, mut up) = (Vec::new(), Vec::new());
-        let pages = (start..).step_by(PAGE_SIZE);
-        for (page, &status) in pages.zip(statuses) {
-            if status < 0 {
-                continue; // not present (or process gone): nothing to move
+    /// Pages of the record at `start`, whose pages have `statuses`, that must move for it to be
+    /// in `target`, but for `part` of it in a faster tier: (down, up), each as (tier, pages).
+    ///
+    /// The part is the pages already in its tier (or faster), as many as it is planned to hold;
+    /// when it holds too few, the first pages of the record not in it join it. Within its
+    /// tolerance a part keeps what it holds: a budget that moves a little moves no page.
+    #[allow(clippy::type_complexity)]
+    fn moves_of(
+        &self,
+        start: u64,
+        target: usize,
+        part: Option<PartPages>,
+        statuses: &[PageStatus],
+    ) -> (Vec<(usize, Vec<u64>)>, Vec<(usize, Vec<u64>)>) {
+        let current = |status: PageStatus| {
+            u32::try_from(status)
+                .ok()
+                .and_then(|node| self.topology.tier_of_node(node))
+        };
+        let (mut down, mut up): (Vec<(usize, Vec<u64>)>, Vec<(usize, Vec<u64>)>) =
+            (Vec::new(), Vec::new());
+        let mut send = |page: u64, from: usize, to: usize| {
+            let list = if from < to { &mut down } else { &mut up };
+            match list.iter_mut().find(|(t, _)| *t == to) {
+                Some((_, pages)) => pages.push(page),
+                None => list.push((to, vec![page])),
             }
-            match self.topology.tier_of_node(status as u32) {
-                Some(current) if current < target => down.push(page),
-                Some(current) if current > target => up.push(page),
-                _ => {}
+        };
+        let pages = (start..).step_by(PAGE_SIZE);
+        let Some(part) = part else {
+            for (page, &status) in pages.zip(statuses) {
+                match current(status) {
+                    Some(from) if from != target => send(page, from, target),
+                    _ => {} // in place, not present, or the process is gone
+                }
+            }
+            return (down, up);
+        };
+        let have = statuses
+            .iter()
+            .filter(|&&s| current(s).is_some_and(|t| t <= part.tier))
+            .count();
+        let keep = if have > part.pages + part.tolerance {
+            part.pages
+        } else {
+            have
+        };
+        let add = if part.pages > have + part.tolerance {
+            part.pages - have
+        } else {
+            0
+        };
+        let (mut kept, mut added) = (0, 0);
+        for (page, &status) in pages.zip(statuses) {
+            let Some(from) = current(status) else {
+                continue;
+            };
+            if from <= part.tier && kept < keep {
+                kept += 1;
+                if from < part.tier {
+                    send(page, from, part.tier);
+                }
+            } else if from > part.tier && added < add {
+                added += 1;
+                send(page, from, part.tier);
+            } else if from != target {
+                send(page, from, target);
             }
         }
         (down, up)
@@ -1146,6 +1219,58 @@ mod tests {
         assert_eq!((report.promoted_pages, report.demoted_pages), (0, 0));
     }
 
+    /// A hot record larger than the fast tier's budget: the part that fits is promoted (its
+    /// first pages); a budget that shrinks within the slack moves nothing; one that shrinks
+    /// more demotes the end of the part. With whole records nothing of it moves.
+    #[test]
+    fn a_hot_record_larger_than_the_budget_gets_the_part_that_fits() {
+        let run = |record_parts: bool| {
+            let sys = tempfile::tempdir().unwrap();
+            let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+            let (mut p, _peer) = process();
+            let pid = p.pid;
+            let hot = 0x7000_0000_0000u64;
+            push(&p, EventKind::Alloc, hot, 48 * MIB, event_flags::SNAPSHOT);
+            fake.lock().unwrap().place(pid, hot, 48 * MIB, 1);
+            p.drain();
+            let id = p.id;
+            let mut daemon = daemon_with(two_tiers(40 * MIB, 40 * MIB), p, &fake, &sys);
+            daemon.config.record_parts = record_parts;
+            daemon.policy = crate::builtin_policy(&daemon.config);
+            let interval = |daemon: &mut Daemon, fast_cap: Option<u64>| {
+                daemon.config.fast_capacity_bytes = fast_cap;
+                let p = daemon.processes.get_mut(&id).unwrap();
+                p.records.get_mut(&hot).unwrap().interval_accesses = 100.0;
+                daemon.interval();
+                let fast: Vec<u64> = (hot..hot + 48 * MIB)
+                    .step_by(4096)
+                    .filter(|&a| fake.lock().unwrap().placement.get(&(pid, a)) == Some(&0))
+                    .collect();
+                let report = daemon.last_interval.clone().unwrap();
+                (fast, report.promoted_pages, report.demoted_pages)
+            };
+            (
+                interval(&mut daemon, None),
+                interval(&mut daemon, Some(39 * MIB + 512 * 1024)),
+                interval(&mut daemon, Some(30 * MIB)),
+            )
+        };
+        let page = |mib: u64| mib * MIB / 4096;
+        let (first, within, beyond) = run(true);
+        // 90 % of 40 MiB: a 36 MiB part, the record's first 36 MiB.
+        let first_36: Vec<u64> = (0x7000_0000_0000u64..)
+            .step_by(4096)
+            .take(page(36) as usize)
+            .collect();
+        assert_eq!(first, (first_36.clone(), page(36), 0));
+        // 90 % of 39.5 MiB is 35.55 MiB: within the 2 % slack of the 36 MiB held.
+        assert_eq!(within, (first_36.clone(), 0, 0));
+        // 90 % of 30 MiB: 27 MiB stay, the part's last 9 MiB go.
+        assert_eq!(beyond, (first_36[..page(27) as usize].to_vec(), 0, page(9)));
+        let (first, _, _) = run(false);
+        assert_eq!(first, (vec![], 0, 0), "whole records: 48 MiB never fits");
+    }
+
     /// With `time:3` nothing moves until the third interval; with `alloc:SIZE` nothing moves
     /// until that much was allocated. The first interval always plans: the attached
     /// priorities changed (from none).
@@ -1159,7 +1284,7 @@ mod tests {
             0.1,
             objtier_policy::Prioritization::Apb,
             &[TriggerSpec::Time(3)],
-            None,
+            Default::default(),
         );
         // The priorities "changed" at the start; acknowledge them without moving anything.
         daemon.since_enforcement.priorities = vec![0];

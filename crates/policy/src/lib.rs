@@ -264,14 +264,21 @@ pub struct ProcessPolicy {
 /// others may still use the fastest tier, except for that many bytes of its budget, reserved
 /// for the highest-priority processes.
 ///
-/// Returns the chosen tier per candidate, indexed like `candidates`.
+/// Records move whole, except with `record_parts`: then a record ranked for a tier whose
+/// remaining budget (or cap, or allowance) no longer fits it whole gets a part there, as much of
+/// it as fits, and the rest goes where the walk would put the whole (the greedy fill of a
+/// fractional knapsack, which APB's accesses-per-byte order makes the best fill for the samples
+/// seen). Parts below [`min_part_bytes`] are not worth it: they would come and go with the
+/// budget's own movement.
+///
+/// Returns the chosen tier per candidate, indexed like `candidates`, and the parts.
 pub fn assign_tiers(
     candidates: &[Candidate],
     order: &[usize],
     budgets: &[TierBudget],
     processes: &[ProcessPolicy],
-    fast_reserve_bytes: Option<u64>,
-) -> Vec<usize> {
+    options: &FillFastestFirst,
+) -> Assignment {
     let slowest = budgets.len().saturating_sub(1);
     let mut remaining: Vec<u64> = budgets.iter().map(|b| b.budget_bytes).collect();
     let slack: Vec<u64> = budgets
@@ -285,14 +292,17 @@ pub fn assign_tiers(
         .max()
         .unwrap_or(0);
     // Fastest-tier bytes the lower-priority processes may use together.
-    let mut lower_fast_allowance = match fast_reserve_bytes {
+    let mut lower_fast_allowance = match options.fast_reserve_bytes {
         Some(reserve) => budgets
             .first()
             .map_or(0, |b| b.budget_bytes.saturating_sub(reserve)),
         None => 0,
     };
     let mut process_fast_used = vec![0u64; processes.len()];
-    let mut assignment = vec![slowest; candidates.len()];
+    let mut assignment = Assignment {
+        tiers: vec![slowest; candidates.len()],
+        parts: Vec::new(),
+    };
     // Higher priorities pick first; within a priority, the ranking decides (stable sort).
     let priority_of = |i: usize| {
         processes
@@ -316,19 +326,19 @@ pub fn assign_tiers(
     }
     for &index in &walk {
         let c = &candidates[index];
-        let bytes = c.resident_bytes();
+        let mut bytes = c.resident_bytes();
         let policy = processes.get(c.process).cloned().unwrap_or_default();
         let lower = policy.priority < top_priority;
         let home = c.main_tier();
         if c.advice & advice::REQUIRE_SLOW != 0 {
-            assignment[index] = slowest;
+            assignment.tiers[index] = slowest;
             continue;
         }
         if c.advice & advice::SCRATCH != 0 {
             // Not worth the bandwidth: it stays where it is, and counts against that tier.
             let stay = home.unwrap_or(slowest);
             remaining[stay] = remaining[stay].saturating_sub(bytes);
-            assignment[index] = stay;
+            assignment.tiers[index] = stay;
             continue;
         }
         // Advised fast records may move up before samples show them accessed.
@@ -337,38 +347,112 @@ pub fn assign_tiers(
         } else {
             home.unwrap_or(slowest)
         };
-        let fast_allowed = |tier: usize| {
-            tier != 0
-                || (policy
-                    .fast_cap_bytes
-                    .is_none_or(|cap| process_fast_used[c.process] + bytes <= cap)
-                    && (!lower || bytes <= lower_fast_allowance))
-        };
-        let fits = |tier: usize, remaining: u64| {
-            let allowance = if home == Some(tier) {
-                remaining + slack[tier]
+        // What the fastest tier may still take of this record beyond the tier's budget: the
+        // process's cap, and the allowance of the lower priorities.
+        let fast_room = |used: &[u64], allowance: u64| {
+            let cap = policy
+                .fast_cap_bytes
+                .map_or(u64::MAX, |cap| cap.saturating_sub(used[c.process]));
+            if lower {
+                cap.min(allowance)
             } else {
-                remaining
-            };
-            bytes <= allowance
+                cap
+            }
         };
-        let chosen = (lowest_allowed..slowest)
-            .find(|&tier| fits(tier, remaining[tier]) && fast_allowed(tier))
-            .unwrap_or(slowest);
-        if chosen < slowest {
-            remaining[chosen] = remaining[chosen].saturating_sub(bytes);
-            if chosen == 0 {
+        let mut chosen = slowest;
+        for tier in lowest_allowed..slowest {
+            let allowance = if home == Some(tier) {
+                remaining[tier] + slack[tier]
+            } else {
+                remaining[tier]
+            };
+            let other_room = if tier == 0 {
+                fast_room(&process_fast_used, lower_fast_allowance)
+            } else {
+                u64::MAX
+            };
+            let take = if bytes <= allowance.min(other_room) {
+                bytes
+            } else if options.record_parts
+                && assignment.parts.last().is_none_or(|p| p.candidate != index)
+            {
+                // Room for a part, not the whole: it takes all there is (page-aligned). A part
+                // the budget limits must be large enough not to come and go with the budget;
+                // caps and allowances do not move by themselves.
+                let part = remaining[tier].min(other_room) / PAGE_BYTES * PAGE_BYTES;
+                let least = if remaining[tier] <= other_room {
+                    min_part_bytes(budgets[tier].budget_bytes)
+                } else {
+                    MIN_PART_BYTES
+                };
+                if part < least {
+                    continue;
+                }
+                part
+            } else {
+                continue;
+            };
+            remaining[tier] = remaining[tier].saturating_sub(take);
+            if tier == 0 {
                 if let Some(used) = process_fast_used.get_mut(c.process) {
-                    *used += bytes;
+                    *used += take;
                 }
                 if lower {
-                    lower_fast_allowance -= bytes;
+                    lower_fast_allowance = lower_fast_allowance.saturating_sub(take);
                 }
             }
+            if take == bytes {
+                chosen = tier;
+                break;
+            }
+            assignment.parts.push(Part {
+                candidate: index,
+                tier,
+                bytes: take,
+            });
+            bytes -= take;
         }
-        assignment[index] = chosen;
+        assignment.tiers[index] = chosen;
     }
     assignment
+}
+
+/// Page size the planner aligns parts to.
+const PAGE_BYTES: u64 = 4096;
+
+/// The smallest part of a record worth placing at all.
+pub const MIN_PART_BYTES: u64 = 1 << 20;
+
+/// The smallest part of a record worth placing in what is left of a tier's `budget_bytes`:
+/// twice the slack (smaller parts would come and go with the budget), and at least
+/// [`MIN_PART_BYTES`].
+pub fn min_part_bytes(budget_bytes: u64) -> u64 {
+    ((2.0 * KEEP_SLACK * budget_bytes as f64) as u64).max(MIN_PART_BYTES)
+}
+
+/// An enforcement's plan: a tier per candidate, and the parts of records placed above it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Assignment {
+    /// The tier of each candidate (of all of it, or of what its parts leave), indexed like the
+    /// candidates.
+    pub tiers: Vec<usize>,
+    /// At most one per candidate, in the walk's order.
+    pub parts: Vec<Part>,
+}
+
+impl Assignment {
+    /// The part of candidate `index`, if it has one.
+    pub fn part_of(&self, index: usize) -> Option<&Part> {
+        self.parts.iter().find(|p| p.candidate == index)
+    }
+}
+
+/// `bytes` of a candidate's record placed in `tier`, faster than the tier of the rest of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Part {
+    pub candidate: usize,
+    pub tier: usize,
+    pub bytes: u64,
 }
 
 /// Budget of a tier: `fill` of its capacity, but never more than what objtier already holds
@@ -523,6 +607,19 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    /// Records moved whole (the paper's enforcement), as most tests below expect.
+    const WHOLE: FillFastestFirst = FillFastestFirst {
+        fast_reserve_bytes: None,
+        record_parts: false,
+    };
+
+    fn reserve(bytes: u64) -> FillFastestFirst {
+        FillFastestFirst {
+            fast_reserve_bytes: Some(bytes),
+            ..WHOLE
+        }
+    }
+
     /// A fast tier with `fast_bytes` of budget, and a slow one that takes the rest.
     fn fast_and_slow(fast_bytes: u64) -> [TierBudget; 2] {
         [
@@ -648,7 +745,7 @@ mod tests {
         let order = prioritize(&c, Prioritization::Apb);
         assert_eq!(&order[..2], &[4, 3]);
         let budgets = fast_and_slow(2 * 96 * MIB);
-        let a = assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None);
+        let a = assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], &WHOLE).tiers;
         assert_eq!(a, vec![1, 1, 1, 0, 0]);
     }
 
@@ -658,7 +755,7 @@ mod tests {
         let order = prioritize(&c, Prioritization::Apb);
         let budgets = fast_and_slow(10 * MIB);
         assert_eq!(
-            assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None),
+            assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], &WHOLE).tiers,
             vec![1, 0]
         );
     }
@@ -670,7 +767,7 @@ mod tests {
         let order = prioritize(&c, Prioritization::Apb);
         let budgets = fast_and_slow(10 * MIB);
         assert_eq!(
-            assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None),
+            assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], &WHOLE).tiers,
             vec![1]
         );
     }
@@ -686,15 +783,123 @@ mod tests {
         let c = vec![hotter.clone(), resident];
         let order = prioritize(&c, Prioritization::Apb);
         assert_eq!(
-            assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None),
+            assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], &WHOLE).tiers,
             vec![0, 0]
         );
         let c = vec![hotter, outside];
         let order = prioritize(&c, Prioritization::Apb);
         assert_eq!(
-            assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None),
+            assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], &WHOLE).tiers,
             vec![0, 1]
         );
+    }
+
+    #[test]
+    fn a_record_too_large_for_the_rest_of_a_budget_gets_the_part_that_fits() {
+        // 12 MiB of budget; a hot 32 MiB record and a cooler 1 MiB one, both slow.
+        let c = vec![
+            cand(0, 32 * MIB, 320.0, [0, 32 * MIB]),
+            cand(1, MIB, 1.0, [0, MIB]),
+        ];
+        let order = prioritize(&c, Prioritization::Apb);
+        let budgets = fast_and_slow(12 * MIB);
+        let opts = FillFastestFirst::default();
+        let a = assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], &opts);
+        assert_eq!(a.tiers, vec![1, 1]);
+        let part = Part {
+            candidate: 0,
+            tier: 0,
+            bytes: 12 * MIB,
+        };
+        assert_eq!(a.parts, vec![part]);
+        assert_eq!(a.part_of(0), Some(&part));
+        assert_eq!(a.part_of(1), None);
+        // Whole records: the 32 MiB never fits, and the 1 MiB one takes its place.
+        let a = assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], &WHOLE);
+        assert_eq!((a.tiers, a.parts), (vec![1, 0], vec![]));
+        // A record already partly fast that still ranks there keeps a part as large as the
+        // budget, whatever it holds now.
+        let c = vec![cand(0, 32 * MIB, 320.0, [20 * MIB, 12 * MIB])];
+        let a = assign_tiers(&c, &[0], &budgets, &[ProcessPolicy::default()], &opts);
+        assert_eq!(a.parts[0].bytes, 12 * MIB);
+    }
+
+    #[test]
+    fn parts_are_page_aligned_and_not_too_small() {
+        // 99 MiB of hotter records leave 1 MiB: less than twice the 2 % slack (4 MiB), no part.
+        let hotter = cand(0, 99 * MIB, 1000.0, [99 * MIB, 0]);
+        let outside = cand(1, 8 * MIB, 1.0, [0, 8 * MIB]);
+        let c = vec![hotter, outside];
+        let order = prioritize(&c, Prioritization::Apb);
+        let opts = FillFastestFirst::default();
+        let procs = [ProcessPolicy::default()];
+        let a = assign_tiers(&c, &order, &fast_and_slow(100 * MIB), &procs, &opts);
+        assert_eq!((a.tiers, a.parts), (vec![0, 1], vec![]));
+        // With 5.5 MiB + 100 bytes left, the part is 5.5 MiB.
+        let budgets = fast_and_slow(104 * MIB + 512 * 1024 + 100);
+        let a = assign_tiers(&c, &order, &budgets, &procs, &opts);
+        assert_eq!(a.parts[0].bytes, 5 * MIB + 512 * 1024);
+        assert_eq!(min_part_bytes(1 << 30), (0.04 * (1u64 << 30) as f64) as u64);
+        assert_eq!(min_part_bytes(10 * MIB), MIB);
+    }
+
+    #[test]
+    fn parts_honour_caps_and_priorities() {
+        // A process capped at 32 MiB in the fastest tier gets a 32 MiB part of its 64 MiB record.
+        let c = vec![cand(0, 64 * MIB, 9.0, [0, 64 * MIB])];
+        let capped = ProcessPolicy {
+            fast_cap_bytes: Some(32 * MIB),
+            priority: 0,
+        };
+        let opts = FillFastestFirst::default();
+        let a = assign_tiers(&c, &[0], &fast_and_slow(u64::MAX), &[capped], &opts);
+        assert_eq!(
+            a.parts,
+            vec![Part {
+                candidate: 0,
+                tier: 0,
+                bytes: 32 * MIB
+            }]
+        );
+        // A lower priority gets no part without a reservation, and a part of what the
+        // reservation leaves it with one.
+        let mut c = vec![
+            cand(0, 64 * MIB, 90.0, [64 * MIB, 0]),
+            cand(1, 64 * MIB, 10.0, [0, 64 * MIB]),
+        ];
+        c[1].process = 1;
+        let order = prioritize(&c, Prioritization::Apb);
+        let procs = [
+            ProcessPolicy::default(),
+            ProcessPolicy {
+                fast_cap_bytes: None,
+                priority: 5,
+            },
+        ];
+        let budgets = fast_and_slow(200 * MIB);
+        let a = assign_tiers(&c, &order, &budgets, &procs, &opts);
+        assert_eq!((a.tiers, a.parts), (vec![1, 0], vec![]));
+        let opts = FillFastestFirst {
+            fast_reserve_bytes: Some(150 * MIB),
+            record_parts: true,
+        };
+        let a = assign_tiers(&c, &order, &budgets, &procs, &opts);
+        assert_eq!(a.tiers, vec![1, 0]);
+        assert_eq!(
+            a.parts,
+            vec![Part {
+                candidate: 0,
+                tier: 0,
+                bytes: 50 * MIB
+            }]
+        );
+        // Required-slow and scratch records never get a part.
+        let mut c = vec![cand(0, 32 * MIB, 320.0, [0, 32 * MIB])];
+        for advice in [advice::REQUIRE_SLOW, advice::SCRATCH] {
+            c[0].advice = advice;
+            let a = assign_tiers(&c, &[0], &fast_and_slow(12 * MIB), &procs[..1], &opts);
+            assert_eq!((a.tiers.clone(), a.parts), (vec![1], vec![]), "{advice:#x}");
+        }
     }
 
     #[test]
@@ -715,8 +920,9 @@ mod tests {
             &order,
             &budgets,
             &[capped, ProcessPolicy::default()],
-            None,
-        );
+            &WHOLE,
+        )
+        .tiers;
         assert_eq!(a, vec![1, 0]);
     }
 
@@ -747,27 +953,30 @@ mod tests {
                 budget_bytes: u64::MAX,
             },
         ];
-        assert_eq!(assign_tiers(&c, &order, &roomy, &procs, None), vec![1, 0]);
+        assert_eq!(
+            assign_tiers(&c, &order, &roomy, &procs, &WHOLE).tiers,
+            vec![1, 0]
+        );
         // With a reservation (the refinement), the others may use what the top priority does
         // not need beyond it: 200 - 64 reserved = 136 MiB for them.
         assert_eq!(
-            assign_tiers(&c, &order, &roomy, &procs, Some(64 * MIB)),
+            assign_tiers(&c, &order, &roomy, &procs, &reserve(64 * MIB)).tiers,
             vec![0, 0]
         );
         assert_eq!(
-            assign_tiers(&c, &order, &roomy, &procs, Some(150 * MIB)),
+            assign_tiers(&c, &order, &roomy, &procs, &reserve(150 * MIB)).tiers,
             vec![1, 0]
         );
         // The top priority picks first: with room for one record, it gets it.
         assert_eq!(
-            assign_tiers(&c, &order, &budgets, &procs, Some(16 * MIB)),
+            assign_tiers(&c, &order, &budgets, &procs, &reserve(16 * MIB)).tiers,
             vec![1, 0]
         );
         // When the high-priority process is gone, the other gets the fast tier back.
         let alone = vec![c[0].clone()];
         let order = prioritize(&alone, Prioritization::Apb);
         assert_eq!(
-            assign_tiers(&alone, &order, &budgets, &procs, None),
+            assign_tiers(&alone, &order, &budgets, &procs, &WHOLE).tiers,
             vec![0]
         );
     }
@@ -796,7 +1005,7 @@ mod tests {
             },
         ];
         assert_eq!(
-            assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None),
+            assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], &WHOLE).tiers,
             vec![2, 0, 1]
         );
     }
@@ -834,7 +1043,7 @@ mod tests {
         c[4].advice = advice::REQUIRE_SLOW;
         c[1].advice = advice::SCRATCH; // stays where it is (slow), whatever its heat
         let order = prioritize(&c, Prioritization::Apb);
-        let got = assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], None);
+        let got = assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], &WHOLE).tiers;
         assert_eq!(got, vec![0, 1, 0, 1, 1]);
     }
 

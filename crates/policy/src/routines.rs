@@ -18,7 +18,9 @@
 //! locating pages, the migration itself (demotions before the promotions they make room for,
 //! batching, the rate limit), and proactive placement by site.
 
-use crate::{assign_tiers, prioritize, Candidate, Prioritization, ProcessPolicy, TierBudget};
+use crate::{
+    assign_tiers, prioritize, Assignment, Candidate, Prioritization, ProcessPolicy, TierBudget,
+};
 use std::collections::VecDeque;
 
 /// Routine 1: a record's running access estimate.
@@ -356,25 +358,38 @@ fn parse_share(text: &str) -> Option<f64> {
 /// Routine 4: a tier per record.
 pub trait Enforce: Send {
     fn name(&self) -> String;
-    /// The tier (0 = fastest) for each candidate, indexed like `candidates`. `order` is the
-    /// prioritization's; `budgets` are per tier, fastest first (the slowest is unbounded);
-    /// `processes` are indexed by `Candidate::process`.
+    /// The tier (0 = fastest) for each candidate, indexed like `candidates`, and any parts of
+    /// records placed in a faster tier than the rest of them. `order` is the prioritization's;
+    /// `budgets` are per tier, fastest first (the slowest is unbounded); `processes` are indexed
+    /// by `Candidate::process`.
     fn assign(
         &self,
         candidates: &[Candidate],
         order: &[usize],
         budgets: &[TierBudget],
         processes: &[ProcessPolicy],
-    ) -> Vec<usize>;
+    ) -> Assignment;
 }
 
 /// The paper's enforcement for N tiers, see [`assign_tiers`]: walk the records in priority
 /// order and place each in the fastest tier whose budget still fits it, honouring application
 /// priorities, per-process fast-tier caps, the program's advice, and an optional fast-tier
 /// reservation for the highest priority.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FillFastestFirst {
     pub fast_reserve_bytes: Option<u64>,
+    /// Place the part of a record that fits a tier when the whole does not (on by default; off
+    /// moves records whole, as the paper's daemon does).
+    pub record_parts: bool,
+}
+
+impl Default for FillFastestFirst {
+    fn default() -> Self {
+        FillFastestFirst {
+            fast_reserve_bytes: None,
+            record_parts: true,
+        }
+    }
 }
 
 impl Enforce for FillFastestFirst {
@@ -387,14 +402,8 @@ impl Enforce for FillFastestFirst {
         order: &[usize],
         budgets: &[TierBudget],
         processes: &[ProcessPolicy],
-    ) -> Vec<usize> {
-        assign_tiers(
-            candidates,
-            order,
-            budgets,
-            processes,
-            self.fast_reserve_bytes,
-        )
+    ) -> Assignment {
+        assign_tiers(candidates, order, budgets, processes, self)
     }
 }
 
@@ -412,13 +421,13 @@ impl Policy {
         alpha: f64,
         prioritization: Prioritization,
         triggers: &[TriggerSpec],
-        fast_reserve_bytes: Option<u64>,
+        enforce: FillFastestFirst,
     ) -> Policy {
         Policy {
             aggregate: Box::new(Ema { alpha }),
             prioritize: Box::new(prioritization),
             triggers: triggers.iter().map(TriggerSpec::build).collect(),
-            enforce: Box::new(FillFastestFirst { fast_reserve_bytes }),
+            enforce: Box::new(enforce),
         }
     }
 
@@ -586,7 +595,7 @@ mod tests {
             0.1,
             Prioritization::Apb,
             &[TriggerSpec::Time(2), TriggerSpec::Allocation(GIB)],
-            None,
+            Default::default(),
         );
         assert_eq!(
             policy.describe(),
