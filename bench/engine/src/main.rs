@@ -405,11 +405,15 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
             peak_extra_bytes: PEAK.load(Ordering::Relaxed) - base,
         }
     };
+    let before_intervals = live();
     let first = run_interval(&mut daemon);
     let mut steady = Vec::new();
     for _ in 0..args.intervals {
         steady.push(run_interval(&mut daemon));
     }
+    // What the daemon holds from one interval to the next beyond its records (its kept
+    // buffers, sampled state).
+    let kept = live().saturating_sub(before_intervals);
     let steady_ms = |f: fn(&Interval) -> u64| median(steady.iter().map(|s| ms(f(s))).collect());
     let steady_moved: u64 = steady.iter().map(|s| s.moved_pages).sum();
     let transient = steady
@@ -515,6 +519,7 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
         "record_bytes": std::mem::size_of::<objtier_daemon::process::Record>(),
         "candidate_bytes": candidate_bytes,
         "interval_peak_extra_bytes_per_record": transient as f64 / n,
+        "kept_between_intervals_bytes_per_record": kept as f64 / n,
         "peak_rss_mib": peak_rss_bytes() as f64 / (1 << 20) as f64,
     }))
 }
@@ -633,16 +638,17 @@ fn print_tables(rows: &[serde_json::Value], kernel: Option<f64>) {
     println!("Memory, heap bytes per record (requested from the allocator):");
     println!();
     println!(
-        "| records | records map | objects map | daemon state | interval's peak extra | peak RSS MiB (with the fake's page map) |"
+        "| records | records map | objects map | daemon state | kept between intervals | interval's peak extra | peak RSS MiB (with the fake's page map) |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for r in rows {
         println!(
-            "| {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} |",
+            "| {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} |",
             r["records"],
             f(r, "records_map_bytes_per_record"),
             f(r, "objects_map_bytes_per_record"),
             f(r, "state_bytes_per_record"),
+            f(r, "kept_between_intervals_bytes_per_record"),
             f(r, "interval_peak_extra_bytes_per_record"),
             f(r, "peak_rss_mib"),
         );
