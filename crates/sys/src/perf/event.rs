@@ -4,8 +4,12 @@
 //! - Intel PEBS: the `cpu` (or hybrid `cpu_core`) PMU's `mem-loads` event (precise, with a load
 //!   latency threshold) and `mem-stores`, sampling the data address, latency and data source.
 //! - AMD IBS: the `ibs_op` PMU; the data address comes in the raw IBS registers.
-//! - Arm SPE: the `arm_spe_*` PMU writes its records to an AUX buffer; objtier decodes them
-//!   ([`super::spe`]) but does not capture that buffer yet.
+//! - Arm SPE: the `arm_spe_*` PMU (one per CPU type on heterogeneous machines), sampling loads
+//!   and stores (`load_filter`, `store_filter`, `jitter` from its `format/` files; no physical
+//!   addresses, no timestamps) at least every `caps/min_interval` operations, on the CPUs of its
+//!   `cpumask`. Its records go to the perf AUX area, not to `PERF_RECORD_SAMPLE`s: the event is
+//!   opened per attached process ([`AddressFrom::SpeAux`] says why), its AUX area read by
+//!   [`super::aux`] and decoded by [`super::spe`].
 //! - `page-faults`: the kernel's software event, whose samples carry the faulting address. No
 //!   hardware needed, so it proves the whole path on machines without a PMU (coarse: it sees
 //!   first touches and refaults only).
@@ -26,6 +30,19 @@ pub enum AddressFrom {
     SampleAddr,
     /// AMD IBS: the raw IBS registers.
     IbsRaw,
+    /// Arm SPE: packets in the event's AUX area ([`super::aux`], decoded by [`super::spe`]).
+    ///
+    /// SPE packets carry no process id (a Context packet holds CONTEXTIDR, which is the pid
+    /// only on kernels built with `CONFIG_PID_IN_CONTEXTIDR`, for openers with `CAP_PERFMON`,
+    /// and not across pid namespaces). So an SPE event is opened per attached process, on each
+    /// CPU, inherited by the threads it creates (and once more for each thread it already
+    /// has, writing into the same buffer), never system-wide: the kernel schedules a task's
+    /// event in and out with the task and closes the AUX transaction when it is switched out,
+    /// so each `PERF_RECORD_AUX` chunk holds one task's records, and the record's
+    /// `sample_id_all` trailer (`PERF_SAMPLE_TID`) names that task. A system-wide SPE event
+    /// stays on across context switches: its chunks mix processes, and the trailer names
+    /// whoever ran when the chunk happened to end.
+    SpeAux,
 }
 
 /// A sampling event, ready for `perf_event_open`.
@@ -36,10 +53,16 @@ pub struct SampleEvent {
     pub pmu_type: u32,
     pub config: u64,
     pub config1: u64,
+    pub config2: u64,
     pub precise_ip: u8,
     pub exclude_kernel: bool,
     pub sample_type: u64,
     pub period: u64,
+    /// The smallest period the PMU takes (Arm SPE's `caps/min_interval`); 1 elsewhere.
+    pub min_period: u64,
+    /// The CPUs the PMU covers, where it says (`<pmu>/cpumask`; Arm SPE may cover only one
+    /// type of core); `None` for every online CPU.
+    pub cpus: Option<Vec<u32>>,
     pub address_from: AddressFrom,
 }
 
@@ -124,6 +147,7 @@ fn named_event(devices: &Path, pmu: &str, name: &str) -> Result<SampleEvent, Str
         pmu_type: pmu_type(&dir)?,
         config,
         config1,
+        config2: 0,
         precise_ip: 2,
         exclude_kernel: true,
         sample_type: (PERF_SAMPLE_TID
@@ -132,6 +156,8 @@ fn named_event(devices: &Path, pmu: &str, name: &str) -> Result<SampleEvent, Str
             | PERF_SAMPLE_WEIGHT
             | PERF_SAMPLE_DATA_SRC) as u64,
         period: DEFAULT_PERIOD,
+        min_period: 1,
+        cpus: None,
         address_from: AddressFrom::SampleAddr,
     })
 }
@@ -143,12 +169,49 @@ fn ibs_op(devices: &Path) -> Result<SampleEvent, String> {
         pmu_type: pmu_type(&dir)?,
         config: 0,
         config1: 0,
+        config2: 0,
         precise_ip: 0,
         exclude_kernel: true,
         sample_type: (PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_PERIOD | PERF_SAMPLE_RAW)
             as u64,
         period: DEFAULT_PERIOD,
+        min_period: 1,
+        cpus: None,
         address_from: AddressFrom::IbsRaw,
+    })
+}
+
+/// The terms objtier sets on an Arm SPE event: sample loads and stores only, and randomise the
+/// interval a little so that it does not beat with a loop. `ts_enable`, `pa_enable` and
+/// `pct_enable` stay 0: attribution needs no timestamps (see [`AddressFrom::SpeAux`]),
+/// records are shorter without them, and physical addresses need `CAP_PERFMON` for nothing
+/// objtier uses.
+pub const SPE_TERMS: &str = "load_filter=1,store_filter=1,jitter=1";
+
+/// An Arm SPE PMU (`arm_spe_0`, ...) with `terms` encoded by its `format/` files, its
+/// `caps/min_interval` as the smallest period, and its `cpumask`.
+fn arm_spe(devices: &Path, pmu: &str, terms: &str) -> Result<SampleEvent, String> {
+    let dir = devices.join(pmu);
+    let [config, config1, config2] = encode_terms(&dir, terms)?;
+    let min_period = read_trim(&dir.join("caps/min_interval"))
+        .and_then(|t| t.parse::<u64>().ok())
+        .unwrap_or(1)
+        .max(1);
+    let cpus = read_trim(&dir.join("cpumask")).and_then(|t| crate::topology::parse_list(&t));
+    Ok(SampleEvent {
+        name: format!("Arm SPE loads and stores ({pmu})"),
+        pmu_type: pmu_type(&dir)?,
+        config,
+        config1,
+        config2,
+        precise_ip: 0,
+        exclude_kernel: true,
+        // No PERF_RECORD_SAMPLEs: the TID is for the sample_id_all trailer of PERF_RECORD_AUX.
+        sample_type: PERF_SAMPLE_TID as u64,
+        period: DEFAULT_PERIOD.max(min_period),
+        min_period,
+        cpus,
+        address_from: AddressFrom::SpeAux,
     })
 }
 
@@ -158,11 +221,14 @@ fn page_faults() -> SampleEvent {
         pmu_type: PERF_TYPE_SOFTWARE,
         config: PERF_COUNT_SW_PAGE_FAULTS as u64,
         config1: 0,
+        config2: 0,
         precise_ip: 0,
         exclude_kernel: false,
         sample_type: (PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR) as u64,
         // Every fault: they are rare next to memory accesses.
         period: 1,
+        min_period: 1,
+        cpus: None,
         address_from: AddressFrom::SampleAddr,
     }
 }
@@ -196,11 +262,13 @@ pub fn discover(sys_root: &Path) -> Result<Vec<SampleEvent>, String> {
     if names.iter().any(|n| n == "ibs_op") {
         return Ok(vec![ibs_op(&devices)?]);
     }
-    if let Some(spe) = names.iter().find(|n| n.starts_with("arm_spe")) {
-        return Err(format!(
-            "Arm SPE ({spe}) is present; objtier decodes SPE records but does not capture its \
-             AUX buffer yet: use --source damon"
-        ));
+    let spe: Vec<&String> = names.iter().filter(|n| n.starts_with("arm_spe")).collect();
+    if !spe.is_empty() {
+        // One per CPU type on heterogeneous machines, each covering its own cpumask.
+        return spe
+            .into_iter()
+            .map(|pmu| arm_spe(&devices, pmu, SPE_TERMS))
+            .collect();
     }
     Err(format!(
         "no PMU with address sampling (event sources: {}); usual in VMs without PMU passthrough",
@@ -212,9 +280,9 @@ pub fn discover(sys_root: &Path) -> Result<Vec<SampleEvent>, String> {
     ))
 }
 
-/// An event given with `--event`: `page-faults`, `mem-loads`, `mem-stores`, `ibs-op`, or
+/// An event given with `--event`: `page-faults`, `mem-loads`, `mem-stores`, `ibs-op`, `spe`, or
 /// `PMU/TERMS/` (e.g. `cpu/event=0xd1,umask=0x20/` for a raw PEBS event, terms encoded with the
-/// PMU's format files).
+/// PMU's format files; `arm_spe_0/load_filter=1,min_latency=64/` for SPE with other filters).
 pub fn parse_event(sys_root: &Path, spec: &str) -> Result<SampleEvent, String> {
     let devices = sys_root.join("bus/event_source/devices");
     let cpu_pmu = || {
@@ -227,6 +295,14 @@ pub fn parse_event(sys_root: &Path, spec: &str) -> Result<SampleEvent, String> {
         "page-faults" | "faults" => Ok(page_faults()),
         "mem-loads" | "mem-stores" => named_event(&devices, cpu_pmu()?, spec.trim()),
         "ibs-op" | "ibs_op" => ibs_op(&devices),
+        "spe" | "arm-spe" | "arm_spe" => {
+            let names = pmus(&devices);
+            let pmu = names
+                .iter()
+                .find(|n| n.starts_with("arm_spe"))
+                .ok_or_else(|| "this machine has no Arm SPE PMU (no arm_spe_*)".to_string())?;
+            arm_spe(&devices, pmu, SPE_TERMS)
+        }
         other => {
             let inner = other
                 .strip_suffix('/')
@@ -234,7 +310,7 @@ pub fn parse_event(sys_root: &Path, spec: &str) -> Result<SampleEvent, String> {
                 .ok_or_else(|| {
                     format!(
                         "unknown event {other:?}: use page-faults, mem-loads, mem-stores, \
-                         ibs-op, or PMU/TERMS/ such as cpu/event=0xd1,umask=0x20/"
+                         ibs-op, spe, or PMU/TERMS/ such as cpu/event=0xd1,umask=0x20/"
                     )
                 })?;
             let (pmu, terms) = inner;
@@ -245,16 +321,24 @@ pub fn parse_event(sys_root: &Path, spec: &str) -> Result<SampleEvent, String> {
                     pmus(&devices).join(", ")
                 ));
             }
-            let [config, config1, _] = encode_terms(&dir, terms)?;
+            if pmu.starts_with("arm_spe") {
+                let mut event = arm_spe(&devices, pmu, terms)?;
+                event.name = format!("{pmu}/{terms}/");
+                return Ok(event);
+            }
+            let [config, config1, config2] = encode_terms(&dir, terms)?;
             Ok(SampleEvent {
                 name: format!("{pmu}/{terms}/"),
                 pmu_type: pmu_type(&dir)?,
                 config,
                 config1,
+                config2,
                 precise_ip: if pmu.starts_with("cpu") { 2 } else { 0 },
                 exclude_kernel: true,
                 sample_type: (PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR) as u64,
                 period: DEFAULT_PERIOD,
+                min_period: 1,
+                cpus: None,
                 address_from: AddressFrom::SampleAddr,
             })
         }
@@ -309,8 +393,13 @@ mod tests {
         }
         let err = discover(dir.path()).unwrap_err();
         assert!(err.contains("breakpoint, software, tracepoint"), "{err}");
+        // An SPE PMU without its format files is named, not guessed at.
         std::fs::create_dir_all(dir.path().join("bus/event_source/devices/arm_spe_0")).unwrap();
-        assert!(discover(dir.path()).unwrap_err().contains("AUX buffer"));
+        let err = discover(dir.path()).unwrap_err();
+        assert!(
+            err.contains("arm_spe_0") && err.contains("load_filter"),
+            "{err}"
+        );
         assert_eq!(
             parse_event(dir.path(), "page-faults").unwrap().pmu_type,
             PERF_TYPE_SOFTWARE
@@ -324,6 +413,77 @@ mod tests {
         assert!(parse_event(dir.path(), "nope/event=1/")
             .unwrap_err()
             .contains("no PMU named"));
+    }
+
+    /// An Arm SPE PMU as `drivers/perf/arm_spe_pmu.c` lays it out: type, cpumask, caps/ and the
+    /// format/ files of its user ABI (`config:0` ts_enable, `config:1` pa_enable, `config:16`
+    /// jitter, `config:32..34` branch/load/store filters, `config2:0-11` min_latency).
+    fn spe_tree() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let spe = dir.path().join("bus/event_source/devices/arm_spe_0");
+        std::fs::create_dir_all(spe.join("format")).unwrap();
+        std::fs::create_dir_all(spe.join("caps")).unwrap();
+        std::fs::create_dir_all(dir.path().join("bus/event_source/devices/armv8_pmuv3_0")).unwrap();
+        std::fs::write(spe.join("type"), "10\n").unwrap();
+        std::fs::write(spe.join("cpumask"), "0-3\n").unwrap();
+        std::fs::write(spe.join("caps/min_interval"), "256\n").unwrap();
+        for (term, format) in [
+            ("ts_enable", "config:0"),
+            ("pa_enable", "config:1"),
+            ("pct_enable", "config:2"),
+            ("jitter", "config:16"),
+            ("branch_filter", "config:32"),
+            ("load_filter", "config:33"),
+            ("store_filter", "config:34"),
+            ("event_filter", "config1:0-63"),
+            ("min_latency", "config2:0-11"),
+        ] {
+            std::fs::write(spe.join("format").join(term), format!("{format}\n")).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn discovers_arm_spe_from_its_format_and_caps() {
+        let tree = spe_tree();
+        let events = discover(tree.path()).unwrap();
+        assert_eq!(events.len(), 1);
+        let spe = &events[0];
+        assert_eq!(spe.pmu_type, 10);
+        assert_eq!(
+            spe.config,
+            (1 << 33) | (1 << 34) | (1 << 16),
+            "load_filter, store_filter and jitter; no ts_enable, pa_enable, pct_enable"
+        );
+        assert_eq!(spe.config1, 0);
+        assert_eq!(spe.address_from, AddressFrom::SpeAux);
+        assert_eq!(
+            spe.sample_type, PERF_SAMPLE_TID as u64,
+            "for the AUX record's pid"
+        );
+        assert_eq!((spe.period, spe.min_period), (DEFAULT_PERIOD, 256));
+        assert_eq!(spe.cpus, Some(vec![0, 1, 2, 3]));
+        assert!(spe.exclude_kernel);
+        assert!(spe.name.contains("Arm SPE") && spe.name.contains("arm_spe_0"));
+        // A minimum interval above the paper's period wins.
+        let caps = tree.path().join("bus/event_source/devices/arm_spe_0/caps");
+        std::fs::write(caps.join("min_interval"), "8192\n").unwrap();
+        assert_eq!(discover(tree.path()).unwrap()[0].period, 8192);
+        // Named, or with other terms (the format files encode them).
+        assert_eq!(parse_event(tree.path(), "spe").unwrap().config, spe.config);
+        let custom = parse_event(
+            tree.path(),
+            "arm_spe_0/load_filter=1,ts_enable=1,min_latency=64/",
+        )
+        .unwrap();
+        assert_eq!((custom.config, custom.config2), ((1 << 33) | 1, 64));
+        assert_eq!(custom.address_from, AddressFrom::SpeAux);
+        assert!(parse_event(tree.path(), "arm_spe_0/nonsense=1/")
+            .unwrap_err()
+            .contains("no format term"));
+        assert!(parse_event(intel_tree().path(), "spe")
+            .unwrap_err()
+            .contains("no Arm SPE"));
     }
 
     #[test]

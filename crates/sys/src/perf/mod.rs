@@ -3,7 +3,9 @@
 //! - This file: last-level-cache misses and instructions retired, counted system-wide on every
 //!   online CPU, for the LLC-misses-per-instruction trigger.
 //! - [`event`]: which sampling event to use (PEBS, IBS, SPE, page faults), from sysfs.
-//! - [`ring`]: one sampling event per CPU and its mmap'ed ring buffer.
+//! - [`ring`]: one sampling event per CPU (system-wide, or one process's) and its mmap'ed ring
+//!   buffer, with an AUX area for Arm SPE.
+//! - [`aux`]: reading the AUX area: the chunks `PERF_RECORD_AUX` announces, across its wrap.
 //! - [`sample`]: decoding sample records (perf's layout, data sources, IBS raw registers).
 //! - [`spe`]: decoding Arm SPE packets.
 //!
@@ -11,6 +13,7 @@
 //! system-wide (root, `CAP_PERFMON`, or `kernel.perf_event_paranoid` ≤ 0). When either is
 //! missing, [`LlcCounters::open`] says which, and what to do.
 
+pub mod aux;
 pub mod event;
 pub mod ring;
 pub mod sample;
@@ -81,11 +84,21 @@ pub fn paranoid_setting(proc_root: &Path) -> String {
 
 /// `perf_event_open` of `attr` on one CPU, for every process running there (pid -1).
 pub(crate) fn open_on_cpu(attr: &mut perf_event_attr, cpu: u32) -> std::io::Result<OwnedFd> {
-    // SAFETY: a valid attr; pid -1 with a cpu covers everything on that CPU.
+    open_event(attr, -1, cpu)
+}
+
+/// `perf_event_open` of `attr` for task `pid` (-1: every task) while it runs on `cpu`.
+pub(crate) fn open_event(
+    attr: &mut perf_event_attr,
+    pid: libc::pid_t,
+    cpu: u32,
+) -> std::io::Result<OwnedFd> {
+    // SAFETY: a valid attr; pid -1 with a cpu covers everything on that CPU, a pid with a cpu
+    // that task (and, with inherit, the tasks it creates) on that CPU.
     let fd = unsafe {
         perf_event_open_sys::perf_event_open(
             attr,
-            -1,
+            pid,
             cpu as libc::c_int,
             -1,
             PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
