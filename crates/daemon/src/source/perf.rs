@@ -3,29 +3,104 @@
 //! sample's data address kept when its process is attached. Samples are drained from the rings
 //! at every wake-up of the daemon's loop, so a busy interval does not overflow them, and
 //! counted per page until the interval ends.
+//!
+//! Arm SPE is the exception: its packets name no process, so its event is opened per attached
+//! process on each CPU the PMU covers (when [`Source::follow`] first sees the process, with its
+//! existing threads joining the process's ring; the ones it creates later inherit the event),
+//! and each AUX chunk is attributed to the task its `PERF_RECORD_AUX` names (see
+//! `objtier_sys::perf::event::AddressFrom::SpeAux`). A chunk's packets are decoded by
+//! `objtier_sys::perf::spe::decode` into (data address, load or store). An AUX truncation
+//! (the area filled between two drains) counts as one lost sample: the kernel does not say how
+//! many records it dropped.
 
 use super::{AccessKind, Observation, Source, Target};
 use crate::config::DaemonConfig;
 use objtier_sys::perf::event::{AddressFrom, SampleEvent};
 use objtier_sys::perf::ring::{PerfRing, Record};
 use objtier_sys::perf::sample::{parse_ibs_op_raw, MemOp};
+use objtier_sys::perf::spe;
 use objtier_wire::PAGE_SIZE;
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 
 pub struct PerfSource {
     events: Vec<SampleEvent>,
+    /// The online CPUs each event covers.
+    cpus: Vec<Vec<u32>>,
+    /// System-wide rings: (event index, ring).
     rings: Vec<(usize, PerfRing)>,
+    /// Arm SPE: each attached process's rings, (event index, ring) per CPU.
+    spe: HashMap<u32, Vec<(usize, PerfRing)>>,
+    /// Processes whose SPE events could not be opened (said once, not retried).
+    spe_failed: HashSet<u32>,
+    tally: Tally,
+}
+
+/// What the drained records added up to.
+#[derive(Default)]
+struct Tally {
     pids: HashSet<u32>,
     /// (pid, page, is_store) -> samples this interval.
     pending: HashMap<(u32, u64, bool), u32>,
     lost: u64,
     /// Samples that had no data address, or a process not attached.
-    pub ignored: u64,
+    ignored: u64,
+}
+
+impl Tally {
+    fn count(&mut self, pid: u32, addr: u64, op: MemOp) {
+        if addr == 0 || !self.pids.contains(&pid) {
+            self.ignored += 1;
+            return;
+        }
+        let page = addr & !(PAGE_SIZE as u64 - 1);
+        *self
+            .pending
+            .entry((pid, page, op == MemOp::Store))
+            .or_default() += 1;
+    }
+
+    /// One record of a ring of an event whose addresses come `from` there.
+    fn record(&mut self, from: AddressFrom, record: Record<'_>) {
+        match record {
+            Record::Lost(n) => self.lost += n,
+            Record::Sample(s) => {
+                let (addr, op) = match from {
+                    AddressFrom::SampleAddr => (s.addr, s.mem_op()),
+                    AddressFrom::IbsRaw => parse_ibs_op_raw(&s.raw).unwrap_or((0, MemOp::Unknown)),
+                    // SPE writes no samples; its data comes as AUX chunks.
+                    AddressFrom::SpeAux => (0, MemOp::Unknown),
+                };
+                self.count(s.pid, addr, op);
+            }
+            Record::Aux { pid, record, data } => {
+                if record.truncated() {
+                    self.lost += 1;
+                }
+                let accesses = spe::decode(data);
+                match pid {
+                    Some(pid) => {
+                        for a in accesses {
+                            self.count(pid, a.addr, a.op);
+                        }
+                    }
+                    None => self.ignored += accesses.len() as u64,
+                }
+            }
+        }
+    }
 }
 
 fn explain(event: &SampleEvent, cpu: u32, e: std::io::Error) -> anyhow::Error {
     let paranoid = objtier_sys::perf::paranoid_setting(std::path::Path::new("/proc"));
+    let spe = event.address_from == AddressFrom::SpeAux;
     let hint = match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) if spe => format!(
+            "sampling other users' processes needs root or CAP_PERFMON (kernel.\
+             perf_event_paranoid is {paranoid}), and the AUX area locks {} KiB per process and \
+             CPU (beyond kernel.perf_event_mlock_kb without CAP_IPC_LOCK)",
+            objtier_sys::perf::ring::SPE_AUX_BYTES / 1024
+        ),
         Some(libc::EACCES) | Some(libc::EPERM) => format!(
             "system-wide sampling needs root or CAP_PERFMON (kernel.perf_event_paranoid is \
              {paranoid})"
@@ -37,6 +112,20 @@ fn explain(event: &SampleEvent, cpu: u32, e: std::io::Error) -> anyhow::Error {
         _ => "see perf_event_open(2)".into(),
     };
     anyhow::anyhow!("cannot sample {} on CPU {cpu}: {e}; {hint}", event.name)
+}
+
+/// The threads of process `pid` other than its main one, from `<proc_root>/PID/task`.
+fn other_threads(proc_root: &Path, pid: u32) -> Vec<u32> {
+    let mut tids: Vec<u32> = std::fs::read_dir(proc_root.join(pid.to_string()).join("task"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .filter(|&tid| tid != pid)
+                .collect()
+        })
+        .unwrap_or_default();
+    tids.sort_unstable();
+    tids
 }
 
 /// Opens the configured event (`--event`), or the best hardware one this machine has.
@@ -51,13 +140,41 @@ pub fn open(config: &DaemonConfig) -> anyhow::Result<PerfSource> {
     };
     if let Some(period) = config.perf_period {
         for e in &mut events {
-            e.period = period;
+            if period < e.min_period {
+                tracing::warn!(
+                    "{}: period {period} is below the PMU's minimum, using {}",
+                    e.name,
+                    e.min_period
+                );
+            }
+            e.period = period.max(e.min_period);
         }
     }
-    let cpus = objtier_sys::perf::online_cpus(&config.sys_root)?;
+    let online = objtier_sys::perf::online_cpus(&config.sys_root)?;
+    let cpus: Vec<Vec<u32>> = events
+        .iter()
+        .map(|e| match &e.cpus {
+            Some(covered) => online
+                .iter()
+                .copied()
+                .filter(|c| covered.contains(c))
+                .collect(),
+            None => online.clone(),
+        })
+        .collect();
     let mut rings = Vec::new();
     for (i, event) in events.iter().enumerate() {
-        for &cpu in &cpus {
+        if event.address_from == AddressFrom::SpeAux {
+            // Opened per process as processes attach; try it on the daemon itself now, so
+            // that what cannot work (privileges, locked memory) is said at the start.
+            let cpu = *cpus[i]
+                .first()
+                .ok_or_else(|| anyhow::anyhow!("{}: none of its CPUs is online", event.name))?;
+            PerfRing::open_process(event, std::process::id(), cpu)
+                .map_err(|e| explain(event, cpu, e))?;
+            continue;
+        }
+        for &cpu in &cpus[i] {
             let ring = PerfRing::open(event, cpu).map_err(|e| explain(event, cpu, e))?;
             rings.push((i, ring));
         }
@@ -67,44 +184,55 @@ pub fn open(config: &DaemonConfig) -> anyhow::Result<PerfSource> {
     }
     Ok(PerfSource {
         events,
+        cpus,
         rings,
-        pids: HashSet::new(),
-        pending: HashMap::new(),
-        lost: 0,
-        ignored: 0,
+        spe: HashMap::new(),
+        spe_failed: HashSet::new(),
+        tally: Tally::default(),
     })
 }
 
 impl PerfSource {
+    /// Samples that had no data address, or a process not attached.
+    pub fn ignored(&self) -> u64 {
+        self.tally.ignored
+    }
+
     fn drain(&mut self) {
-        let page_mask = !(PAGE_SIZE as u64 - 1);
-        for (i, ring) in &mut self.rings {
+        let spe_rings = self.spe.values_mut().flatten();
+        for (i, ring) in self.rings.iter_mut().chain(spe_rings) {
             let from = self.events[*i].address_from;
-            let (pids, pending, lost, ignored) = (
-                &self.pids,
-                &mut self.pending,
-                &mut self.lost,
-                &mut self.ignored,
-            );
-            ring.drain(|record| match record {
-                Record::Lost(n) => *lost += n,
-                Record::Sample(s) => {
-                    let (addr, op) = match from {
-                        AddressFrom::SampleAddr => (s.addr, s.mem_op()),
-                        AddressFrom::IbsRaw => {
-                            parse_ibs_op_raw(&s.raw).unwrap_or((0, MemOp::Unknown))
-                        }
-                    };
-                    if addr == 0 || !pids.contains(&s.pid) {
-                        *ignored += 1;
-                        return;
-                    }
-                    *pending
-                        .entry((s.pid, addr & page_mask, op == MemOp::Store))
-                        .or_default() += 1;
-                }
-            });
+            let tally = &mut self.tally;
+            ring.drain(|record| tally.record(from, record));
         }
+    }
+
+    /// Opens the SPE events for process `pid`: on each CPU, one for its main thread (inherited
+    /// by the threads it creates) with the ring and AUX area, one more for each thread it
+    /// already has, sending its output there.
+    fn open_spe(&self, proc_root: &Path, pid: u32) -> anyhow::Result<Vec<(usize, PerfRing)>> {
+        let threads = other_threads(proc_root, pid);
+        let mut rings = Vec::new();
+        for (i, event) in self.events.iter().enumerate() {
+            if event.address_from != AddressFrom::SpeAux {
+                continue;
+            }
+            for &cpu in &self.cpus[i] {
+                let mut ring =
+                    PerfRing::open_process(event, pid, cpu).map_err(|e| explain(event, cpu, e))?;
+                for &tid in &threads {
+                    match ring.add_thread(event, tid) {
+                        Ok(()) => {}
+                        // Exited since we listed it.
+                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                        Err(e) => return Err(explain(event, cpu, e)),
+                    }
+                }
+                ring.enable()?;
+                rings.push((i, ring));
+            }
+        }
+        Ok(rings)
     }
 }
 
@@ -115,17 +243,58 @@ impl Source for PerfSource {
 
     fn describe(&self) -> String {
         let names: Vec<&str> = self.events.iter().map(|e| e.name.as_str()).collect();
+        let rings = if self.rings.is_empty() && !self.events.is_empty() {
+            format!(
+                "per attached process, {} ring(s) now",
+                self.spe.values().map(Vec::len).sum::<usize>()
+            )
+        } else {
+            format!("{} CPU ring(s)", self.rings.len())
+        };
         format!(
-            "perf ({}, period {}, {} CPU ring(s))",
+            "perf ({}, period {}, {rings})",
             names.join(" + "),
             self.events.first().map_or(0, |e| e.period),
-            self.rings.len()
         )
     }
 
     fn follow(&mut self, targets: &[Target]) -> anyhow::Result<()> {
-        self.pids = targets.iter().map(|t| t.pid).collect();
-        Ok(())
+        self.tally.pids = targets.iter().map(|t| t.pid).collect();
+        if !self
+            .events
+            .iter()
+            .any(|e| e.address_from == AddressFrom::SpeAux)
+        {
+            return Ok(());
+        }
+        // What detached processes' rings still hold counts; then their events close.
+        self.drain();
+        let pids = &self.tally.pids;
+        self.spe.retain(|pid, _| pids.contains(pid));
+        self.spe_failed.retain(|pid| pids.contains(pid));
+        let mut errors = Vec::new();
+        for t in targets {
+            if self.spe.contains_key(&t.pid) || self.spe_failed.contains(&t.pid) {
+                continue;
+            }
+            match self.open_spe(Path::new("/proc"), t.pid) {
+                Ok(rings) => {
+                    self.spe.insert(t.pid, rings);
+                }
+                Err(e) => {
+                    self.spe_failed.insert(t.pid);
+                    errors.push(format!("pid {}: {e:#}", t.pid));
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(anyhow::anyhow!(
+                "Arm SPE not sampling {}",
+                errors.join("; ")
+            ))
+        }
     }
 
     fn poll(&mut self) {
@@ -135,6 +304,7 @@ impl Source for PerfSource {
     fn observe(&mut self) -> anyhow::Result<Vec<Observation>> {
         self.drain();
         Ok(self
+            .tally
             .pending
             .drain()
             .map(|((pid, page, store), samples)| Observation {
@@ -152,6 +322,197 @@ impl Source for PerfSource {
     }
 
     fn lost(&self) -> u64 {
-        self.lost
+        self.tally.lost
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use objtier_sys::perf::aux::{parse_aux_record, AuxArea, AuxReader};
+    use perf_event_open_sys::bindings::{
+        perf_event_mmap_page, PERF_AUX_FLAG_TRUNCATED, PERF_SAMPLE_TID,
+    };
+
+    fn spe_event() -> SampleEvent {
+        SampleEvent {
+            name: "Arm SPE loads and stores (arm_spe_0)".into(),
+            pmu_type: 10,
+            config: (1 << 33) | (1 << 34) | (1 << 16),
+            config1: 0,
+            config2: 0,
+            precise_ip: 0,
+            exclude_kernel: true,
+            sample_type: PERF_SAMPLE_TID as u64,
+            period: 4096,
+            min_period: 256,
+            cpus: Some(vec![0]),
+            address_from: AddressFrom::SpeAux,
+        }
+    }
+
+    /// A source with no rings open: records are fed to it as its rings would.
+    fn source(pids: &[u32]) -> PerfSource {
+        PerfSource {
+            events: vec![spe_event()],
+            cpus: vec![vec![0]],
+            rings: Vec::new(),
+            spe: HashMap::new(),
+            spe_failed: HashSet::new(),
+            tally: Tally {
+                pids: pids.iter().copied().collect(),
+                ..Tally::default()
+            },
+        }
+    }
+
+    /// One SPE record as the PMU writes it (see objtier_sys::perf::spe): PC address, operation
+    /// type (load/store class), data virtual address (index 2), End.
+    fn spe_record(data_va: u64, store: bool) -> Vec<u8> {
+        let mut r = vec![0xb0];
+        r.extend(0x40_1000u64.to_le_bytes());
+        r.extend([0x49, store as u8]);
+        r.push(0xb2);
+        r.extend(data_va.to_le_bytes());
+        r.push(0x01);
+        r
+    }
+
+    /// A PERF_RECORD_AUX body with a sample_id_all trailer naming pid (and tid pid + 1).
+    fn aux_record_body(offset: u64, size: u64, flags: u64, pid: u32) -> Vec<u8> {
+        let pid_tid = ((pid as u64 + 1) << 32) | pid as u64;
+        [offset, size, flags, pid_tid]
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .collect()
+    }
+
+    /// Two processes' chunks in one (fake) AUX area, the second across its wrap, read the way
+    /// PerfRing::drain reads them and counted by the source: each access goes to the process
+    /// the chunk's PERF_RECORD_AUX names, per page, loads apart from stores.
+    #[test]
+    fn spe_aux_chunks_become_observations_of_the_right_process() {
+        let (a, b, stranger) = (100u32, 200u32, 300u32);
+        // SAFETY: plain data; zero is a fresh ring.
+        let mut meta: Box<perf_event_mmap_page> = Box::new(unsafe { std::mem::zeroed() });
+        let mut area_bytes = [0u8; 128];
+        // Start near the end, as after a while of sampling: the second chunk wraps.
+        meta.aux_head = 1000 * 128 + 60;
+        meta.aux_tail = meta.aux_head;
+        let mut chunks = Vec::new();
+        let mut write = |meta: &mut perf_event_mmap_page, bytes: &[u8], flags: u64, pid: u32| {
+            let offset = meta.aux_head;
+            for (i, byte) in bytes.iter().enumerate() {
+                area_bytes[((offset + i as u64) % 128) as usize] = *byte;
+            }
+            meta.aux_head += bytes.len() as u64;
+            chunks.push(aux_record_body(offset, bytes.len() as u64, flags, pid));
+        };
+        let mut first = spe_record(0x7f00_0000_1040, false);
+        first.extend(spe_record(0x7f00_0000_1ff8, false)); // the same page
+        first.extend(spe_record(0x7f00_0000_2000, true));
+        write(&mut meta, &first, 0, a);
+        let second = spe_record(0x5555_0000_3000, true);
+        write(&mut meta, &second, 0, b);
+        write(&mut meta, &spe_record(0x1000, false), 0, stranger);
+        // The area filled later: the kernel said so with an empty, truncated chunk.
+        write(&mut meta, &[], PERF_AUX_FLAG_TRUNCATED as u64, a);
+        let second_chunk = parse_aux_record(&chunks[1], true, 0).unwrap();
+        assert!(
+            second_chunk.offset % 128 + second_chunk.size > 128,
+            "the second chunk wraps around the area"
+        );
+
+        let mut reader = AuxReader::default();
+        for body in &chunks {
+            reader.push(parse_aux_record(body, true, PERF_SAMPLE_TID as u64).unwrap());
+        }
+        let mut perf = source(&[a, b]);
+        // SAFETY: meta and area_bytes outlive the area.
+        let area = unsafe { AuxArea::new(&mut *meta, area_bytes.as_ptr(), area_bytes.len()) };
+        let owner = Some(a); // the ring's process, had the records no trailer
+        let done = reader.consume(&area, |record, data| {
+            perf.tally.record(
+                AddressFrom::SpeAux,
+                Record::Aux {
+                    pid: record.pid.or(owner),
+                    record: *record,
+                    data,
+                },
+            )
+        });
+        assert!(done.truncated);
+        assert_eq!(area.tail(), meta.aux_head, "every chunk freed");
+
+        let mut observed = perf.observe().unwrap();
+        observed.sort_by_key(|o| (o.pid, o.start));
+        let page = PAGE_SIZE as u64;
+        let seen: Vec<(u32, u64, f64, AccessKind)> = observed
+            .iter()
+            .map(|o| {
+                assert_eq!(o.end - o.start, page);
+                (o.pid, o.start, o.weight, o.kind)
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (a, 0x7f00_0000_1000, 2.0, AccessKind::Load),
+                (a, 0x7f00_0000_2000, 1.0, AccessKind::Store),
+                (b, 0x5555_0000_3000, 1.0, AccessKind::Store),
+            ]
+        );
+        assert_eq!(perf.ignored(), 1, "the unattached process's access");
+        assert_eq!(perf.lost(), 1, "one truncation");
+        assert!(
+            perf.observe().unwrap().is_empty(),
+            "observations are handed over once"
+        );
+    }
+
+    /// Without a trailer the chunk goes to the ring's process; with neither, nowhere.
+    #[test]
+    fn spe_chunks_without_a_task_are_ignored() {
+        let mut perf = source(&[7]);
+        let data = spe_record(0x9000, false);
+        let record = Default::default();
+        perf.tally.record(
+            AddressFrom::SpeAux,
+            Record::Aux {
+                pid: Some(7),
+                record,
+                data: &data,
+            },
+        );
+        perf.tally.record(
+            AddressFrom::SpeAux,
+            Record::Aux {
+                pid: None,
+                record,
+                data: &data,
+            },
+        );
+        assert_eq!(perf.observe().unwrap().len(), 1);
+        assert_eq!(perf.ignored(), 1);
+    }
+
+    #[test]
+    fn a_process_s_other_threads_come_from_its_task_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        for tid in [42, 43, 45] {
+            std::fs::create_dir_all(dir.path().join(format!("42/task/{tid}"))).unwrap();
+        }
+        assert_eq!(other_threads(dir.path(), 42), vec![43, 45]);
+        assert!(other_threads(dir.path(), 7).is_empty(), "gone: none");
+    }
+
+    #[test]
+    fn spe_sources_say_they_sample_per_process() {
+        let perf = source(&[]);
+        let d = perf.describe();
+        assert!(
+            d.contains("Arm SPE") && d.contains("per attached process"),
+            "{d}"
+        );
     }
 }
