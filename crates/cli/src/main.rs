@@ -166,8 +166,8 @@ struct DaemonArgs {
     #[arg(long, value_parser = parse_size)]
     rate_limit: Option<u64>,
     /// With --source perf: the event to sample: page-faults (software, works without a
-    /// PMU), mem-loads, mem-stores, ibs-op, or PMU/TERMS/ (e.g. cpu/event=0xd1,umask=0x20/)
-    /// [default: the best hardware event found].
+    /// PMU), mem-loads, mem-stores, ibs-op, spe (Arm SPE), or PMU/TERMS/ (e.g.
+    /// cpu/event=0xd1,umask=0x20/) [default: the best hardware event found].
     #[arg(long)]
     event: Option<String>,
     /// With --source perf: one sample every N events [default: 4096; 1 for page-faults].

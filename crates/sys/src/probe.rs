@@ -160,8 +160,8 @@ pub fn probe_damon(roots: &Roots, euid: u32) -> SourceReport {
     }
 }
 
-/// PMU address sampling (PEBS, IBS; SPE is detected but not captured yet), found the way the
-/// daemon's `--source perf` finds it ([`crate::perf::event::discover`]).
+/// PMU address sampling (PEBS, IBS, Arm SPE), found the way the daemon's `--source perf`
+/// finds it ([`crate::perf::event::discover`]).
 pub fn probe_perf(roots: &Roots, euid: u32) -> SourceReport {
     let paranoid = read_trim(&roots.proc.join("sys/kernel/perf_event_paranoid"));
     let paranoid_value = paranoid.as_deref().and_then(|p| p.parse::<i32>().ok());
@@ -184,26 +184,41 @@ pub fn probe_perf(roots: &Roots, euid: u32) -> SourceReport {
             usable: false,
             detail: format!("{why}; perf_event_paranoid={paranoid_value}"),
             remedy: Some(format!(
-                "run on hardware (or a VM with PMU passthrough) with Intel PEBS or AMD IBS, or \
-                 use --source damon; {fallback}"
+                "run on hardware (or a VM with PMU passthrough) with Intel PEBS, AMD IBS or \
+                 Arm SPE, or use --source damon; {fallback}"
             )),
         },
         Ok(events) => {
             let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+            let spe = events
+                .iter()
+                .any(|e| e.address_from == crate::perf::event::AddressFrom::SpeAux);
             let allowed = euid == 0 || paranoid_value <= 0;
             SourceReport {
                 name: "perf",
                 implemented: true,
                 usable: allowed,
                 detail: format!(
-                    "address sampling with {}, period {}; perf_event_paranoid={paranoid_value}",
+                    "address sampling with {}, period {}{}; perf_event_paranoid={paranoid_value}",
                     names.join(" + "),
-                    crate::perf::event::DEFAULT_PERIOD
+                    events
+                        .first()
+                        .map_or(crate::perf::event::DEFAULT_PERIOD, |e| e.period),
+                    if spe {
+                        " (per attached process, from the AUX area)"
+                    } else {
+                        ""
+                    }
                 ),
                 remedy: (!allowed).then(|| {
-                    "system-wide sampling needs root or CAP_PERFMON, or sysctl \
-                     kernel.perf_event_paranoid=0"
-                        .to_string()
+                    if spe {
+                        "sampling other users' processes, and locking the AUX areas, needs \
+                         root or CAP_PERFMON and CAP_IPC_LOCK"
+                    } else {
+                        "system-wide sampling needs root or CAP_PERFMON, or sysctl \
+                         kernel.perf_event_paranoid=0"
+                    }
+                    .to_string()
                 }),
             }
         }

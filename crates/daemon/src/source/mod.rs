@@ -7,7 +7,7 @@
 //! sorted range index per process, `Process::attribute`); what falls outside every record is
 //! counted as unattributed, and the attributed share is reported per interval.
 //!
-//! Sources: [`perf`] (PMU address sampling: PEBS, IBS; or the software page-fault event),
+//! Sources: [`perf`] (PMU address sampling: PEBS, IBS, Arm SPE; or the software page-fault event),
 //! [`damon`] (DAMON virtual-address monitoring: page access bits sampled by the kernel),
 //! [`proc`] (page references through `/proc`, for kernels without DAMON: coarse) and none.
 //! `auto` takes them in that order, perf only with a hardware PMU. [`AccessSource`] wraps the
