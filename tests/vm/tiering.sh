@@ -113,6 +113,15 @@ capped)
 	else
 		fail objtier-promotes-within-fast-capacity; daemon_log
 	fi
+	# Two hot 48 MiB objects and 72 MiB of budget (90 % of an 80 MiB cap): whole records would
+	# place one (half the hot accesses); with record parts the second's first 24 MiB join it.
+	"$BIN/objtier" run --fast-capacity 80M --daemon-log "$WORK/daemon-parts.log" -- "$BIN/tierbench" \
+		hotcold --objects 8 --size 48M --hot 2 --seconds 25 --first-touch slow --json > "$WORK/parts.json"
+	if python3 $CHECK "$WORK/parts.json" --reach 0.7 --within 12 --max-fast-bytes $((80 << 20)); then
+		pass objtier-places-the-part-of-a-record-that-fits
+	else
+		fail objtier-places-the-part-of-a-record-that-fits; sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon-parts.log" | tail -15
+	fi
 	;;
 three-tier)
 	# HBM-like node 1 is the fastest tier, DRAM (node 0, with the CPUs) the middle one.
