@@ -27,6 +27,7 @@
 //! | `sample-period` | number of events | `--sample-period` |
 //! | `damon-sample` | duration | `--damon-sample` |
 //! | `damon-aggregate` | duration | `--damon-aggregate` |
+//! | `damon-regions` | `"MIN-MAX"` (`"10-1000"`) | `--damon-regions` |
 
 use anyhow::Context;
 use serde::Deserialize;
@@ -107,6 +108,7 @@ pub struct DaemonFile {
     pub sample_period: Option<u64>,
     pub damon_sample: Option<String>,
     pub damon_aggregate: Option<String>,
+    pub damon_regions: Option<String>,
 }
 
 impl DaemonFile {
@@ -122,7 +124,7 @@ impl DaemonFile {
                 "{}; the keys are the daemon's long options: socket, interval, alpha, fill, \
                  split, prioritization, trigger, source, tiers, fast-capacity, fast-reserve, \
                  whole-records, proactive, warm-start, site-store, rate-limit, event, sample-period, \
-                 damon-sample, damon-aggregate",
+                 damon-sample, damon-aggregate, damon-regions",
                 e.to_string().trim_end()
             )
         })

@@ -179,6 +179,10 @@ struct DaemonArgs {
     /// DAMON aggregation interval [default: 100ms].
     #[arg(long, value_parser = parse_duration)]
     damon_aggregate: Option<Duration>,
+    /// DAMON's bounds on the number of regions it keeps over all attached processes, MIN-MAX
+    /// [default: 10-1000]: more regions resolve smaller hot objects, at more CPU per sample.
+    #[arg(long, value_parser = parse_regions)]
+    damon_regions: Option<(u64, u64)>,
     /// Plan and report, but move no page.
     #[arg(long)]
     dry_run: bool,
@@ -401,10 +405,35 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     config.dry_run = args.dry_run;
     config.exit_when_idle = args.exit_when_idle;
     config.exit_with_pid = args.exit_with_pid;
+    if let Some((min, max)) =
+        args.damon_regions
+            .or(text("damon-regions", &file.damon_regions, parse_regions)?)
+    {
+        config.damon.min_regions = min;
+        config.damon.max_regions = max;
+    }
     if config.damon.aggr_us < config.damon.sample_us {
         bail!("--damon-aggregate must be at least --damon-sample");
     }
     Ok(config)
+}
+
+/// DAMON's region bounds, "MIN-MAX": DAMON itself refuses fewer than 3, or a minimum above the
+/// maximum.
+fn parse_regions(s: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("{s:?}: expected MIN-MAX region counts, e.g. 10-1000");
+    let (min, max) = s.trim().split_once('-').ok_or_else(bad)?;
+    let (min, max): (u64, u64) = (
+        min.trim().parse().map_err(|_| bad())?,
+        max.trim().parse().map_err(|_| bad())?,
+    );
+    if min < 3 {
+        return Err(format!("{s:?}: DAMON needs at least 3 regions (MIN >= 3)"));
+    }
+    if max < min {
+        return Err(format!("{s:?}: MAX must be at least MIN"));
+    }
+    Ok((min, max))
 }
 
 /// Finds libobjtier.so: --lib, $OBJTIER_LIB, beside the executable, ../lib, then system dirs.
@@ -708,6 +737,10 @@ mod tests {
         assert_eq!(parse_tiers("0;1-2"), Ok(vec![vec![0], vec![1, 2]]));
         assert!(parse_tiers("0;;1").is_err());
         assert!(parse_unit_fraction("1.5").is_err());
+        assert_eq!(parse_regions("20-2000"), Ok((20, 2000)));
+        assert!(parse_regions("2-100").unwrap_err().contains("at least 3"));
+        assert!(parse_regions("50-10").unwrap_err().contains("at least MIN"));
+        assert!(parse_regions("many").is_err());
     }
 
     fn config_from(args: &[&str]) -> anyhow::Result<DaemonConfig> {
@@ -726,7 +759,7 @@ mod tests {
             &file,
             "fill = 0.8\ninterval = \"1s\"\nprioritization = \"lru\"\nsource = \"none\"\n\
              rate-limit = \"256M\"\nproactive = false\ntrigger = [\"time:2\", \"alloc:512M\"]\n\
-             warm-start = false\nsite-store = \"/srv/sites\"\n",
+             warm-start = false\nsite-store = \"/srv/sites\"\ndamon-regions = \"20-2000\"\n",
         )
         .unwrap();
         let path = file.to_str().unwrap();
@@ -743,6 +776,7 @@ mod tests {
         );
         assert!(!c.warm_start);
         assert_eq!(c.site_store.as_deref(), Some(Path::new("/srv/sites")));
+        assert_eq!((c.damon.min_regions, c.damon.max_regions), (20, 2000));
         let c = config_from(&[
             "objtier",
             "daemon",
