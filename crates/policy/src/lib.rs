@@ -130,6 +130,21 @@ impl Candidate {
         self.ema_accesses / bytes.max(1) as f64
     }
 
+    /// APB's ranking key: accesses per byte, raised by up to [`RANK_STICKINESS`] for the share
+    /// of the record already in the fastest tier. Two records of about the same heat then keep
+    /// their places instead of trading them (and their pages) whenever sampling noise swaps
+    /// their estimates; a record must be that much hotter per byte to displace one already fast.
+    pub fn apb_rank(&self) -> f64 {
+        let resident = self.resident_bytes();
+        let fast = self.resident_bytes_by_tier.first().copied().unwrap_or(0);
+        let fast_share = if resident == 0 {
+            0.0
+        } else {
+            fast as f64 / resident as f64
+        };
+        self.accesses_per_byte() * (1.0 + RANK_STICKINESS * fast_share)
+    }
+
     /// Where the program's advice puts this record in the walk, within its process priority.
     fn advice_class(&self) -> AdviceClass {
         let a = self.advice;
@@ -193,7 +208,7 @@ fn rank_key(c: &Candidate, policy: Prioritization) -> f64 {
     match policy {
         Prioritization::Fifo => c.created_ns as f64,
         Prioritization::Lru => c.last_access_ns as f64,
-        Prioritization::Apb => c.accesses_per_byte(),
+        Prioritization::Apb => c.apb_rank(),
     }
 }
 
@@ -236,6 +251,10 @@ pub struct TierBudget {
     /// Bytes of object records the tier may hold after this plan.
     pub budget_bytes: u64,
 }
+
+/// How much hotter per byte (10 %) a record must be to displace one held in the fastest tier
+/// under APB ([`Candidate::apb_rank`]).
+pub const RANK_STICKINESS: f64 = 0.1;
 
 /// Share of a tier's budget by which records already there may overstay it. Budgets move with
 /// free memory, which the daemon's own demotions change; without this slack a record at the
@@ -684,7 +703,7 @@ mod tests {
             let key = |c: &Candidate| match policy {
                 Prioritization::Fifo => c.created_ns as f64,
                 Prioritization::Lru => c.last_access_ns as f64,
-                Prioritization::Apb => c.accesses_per_byte(),
+                Prioritization::Apb => c.apb_rank(),
             };
             let by_comparator = |a: usize, b: usize| {
                 key(&c[b])
@@ -822,6 +841,47 @@ mod tests {
         let c = vec![cand(0, 32 * MIB, 320.0, [20 * MIB, 12 * MIB])];
         let a = assign_tiers(&c, &[0], &budgets, &[ProcessPolicy::default()], &opts);
         assert_eq!(a.parts[0].bytes, 12 * MIB);
+    }
+
+    #[test]
+    fn a_record_in_the_fast_tier_keeps_its_place_against_one_barely_hotter() {
+        // Same size; the slow one 5 % hotter per byte: the fast one stays first. 20 %: it wins.
+        let fast = cand(0, MIB, 100.0, [MIB, 0]);
+        let slow = |ema| cand(1, MIB, ema, [0, MIB]);
+        let c = vec![fast.clone(), slow(105.0)];
+        assert_eq!(prioritize(&c, Prioritization::Apb), vec![0, 1]);
+        let c = vec![fast.clone(), slow(120.0)];
+        assert_eq!(prioritize(&c, Prioritization::Apb), vec![1, 0]);
+        // Half in the fast tier: half the advantage.
+        let mut half = fast.clone();
+        half.resident_bytes_by_tier = TierBytes::from_slice(&[MIB / 2, MIB / 2]);
+        assert!((half.apb_rank() / half.accesses_per_byte() - 1.05).abs() < 1e-9);
+        let c = vec![half, slow(104.0)];
+        assert_eq!(prioritize(&c, Prioritization::Apb), vec![0, 1]);
+        // With two hot records and room for one and a half, a small swap of estimates moves
+        // nothing: the one fast stays whole, the other keeps its part.
+        let budgets = fast_and_slow(72 * MIB);
+        let opts = FillFastestFirst::default();
+        let procs = [ProcessPolicy::default()];
+        let whole = cand(0, 48 * MIB, 100.0 * 48.0, [48 * MIB, 0]);
+        let part = cand(1, 48 * MIB, 104.0 * 48.0, [24 * MIB, 24 * MIB]);
+        let c = vec![whole, part];
+        let a = assign_tiers(
+            &c,
+            &prioritize(&c, Prioritization::Apb),
+            &budgets,
+            &procs,
+            &opts,
+        );
+        assert_eq!(a.tiers, vec![0, 1]);
+        assert_eq!(
+            a.parts,
+            vec![Part {
+                candidate: 1,
+                tier: 0,
+                bytes: 24 * MIB
+            }]
+        );
     }
 
     #[test]
