@@ -673,6 +673,13 @@ fn print_status(reply: &serde_json::Value) {
         let reasons: Vec<&str> = reasons.iter().filter_map(|r| r.as_str()).collect();
         println!("last migration because: {}", reasons.join("; "));
     }
+    if last["record_parts"].as_u64().is_some_and(|n| n > 0) {
+        println!(
+            "last plan: {} record(s) placed in part, {} in the faster tier",
+            last["record_parts"],
+            mib(&last["record_part_bytes"])
+        );
+    }
     println!("tiers (fastest first):");
     for tier in reply["tiers"].as_array().into_iter().flatten() {
         println!(

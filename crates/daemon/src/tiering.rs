@@ -65,6 +65,9 @@ pub struct IntervalReport {
     /// LLC misses per instruction this interval, when counted.
     pub llc_misses_per_instruction: Option<f64>,
     pub budget_bytes_by_tier: Vec<u64>,
+    /// Records the plan placed in part above the rest of them, and the bytes of those parts.
+    pub record_parts: usize,
+    pub record_part_bytes: u64,
     pub promoted_pages: u64,
     pub demoted_pages: u64,
     pub failed_pages: u64,
@@ -692,6 +695,9 @@ impl Daemon {
             .enforce
             .assign(candidates, &order, &budgets, &policies);
 
+        report.record_parts = assignment.parts.len();
+        report.record_part_bytes = assignment.parts.iter().map(|p| p.bytes).sum();
+
         // Proactive placement: sites whose objects are planned below the fastest tier start
         // new ones there. Only with samples: without them, "planned slow" means "not seen".
         if self.source.samples() {
@@ -1247,6 +1253,8 @@ mod tests {
                     .filter(|&a| fake.lock().unwrap().placement.get(&(pid, a)) == Some(&0))
                     .collect();
                 let report = daemon.last_interval.clone().unwrap();
+                let parts = (report.record_parts, report.record_part_bytes);
+                assert_eq!(parts.0, usize::from(record_parts), "{parts:?}");
                 (fast, report.promoted_pages, report.demoted_pages)
             };
             (
