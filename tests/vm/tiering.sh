@@ -115,12 +115,24 @@ capped)
 	fi
 	# Two hot 48 MiB objects and 72 MiB of budget (90 % of an 80 MiB cap): whole records would
 	# place one (half the hot accesses); with record parts the second's first 24 MiB join it.
-	"$BIN/objtier" run --fast-capacity 80M --daemon-log "$WORK/daemon-parts.log" -- "$BIN/tierbench" \
-		hotcold --objects 8 --size 48M --hot 2 --seconds 25 --first-touch slow --json > "$WORK/parts.json"
+	# (The last run's daemon exits by itself; wait, so that this run starts one with its own log.)
+	for _ in $(seq 100); do [ -S "$OBJTIER_SOCKET" ] || break; sleep 0.1; done
+	OBJTIER_LOG=${OBJTIER_LOG:-info} "$BIN/objtier" run --fast-capacity 80M --daemon-log "$WORK/daemon-parts.log" -- "$BIN/tierbench" \
+		hotcold --objects 8 --size 48M --hot 2 --seconds 25 --first-touch slow --json > "$WORK/parts.json" &
+	run=$!
+	for _ in $(seq 600); do
+		python3 -c 'import json,sys; sys.exit(0 if any(json.loads(l).get("t", 0) >= 12 for l in open(sys.argv[1]) if l.startswith("{")) else 1)' "$WORK/parts.json" 2>/dev/null && break
+		sleep 0.1
+	done
+	"$BIN/objtier" status > "$WORK/parts-status.txt" 2>&1 || true
+	wait $run
 	if python3 $CHECK "$WORK/parts.json" --reach 0.7 --within 12 --max-fast-bytes $((80 << 20)); then
 		pass objtier-places-the-part-of-a-record-that-fits
 	else
-		fail objtier-places-the-part-of-a-record-that-fits; sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon-parts.log" | tail -15
+		fail objtier-places-the-part-of-a-record-that-fits
+		cat "$WORK/parts-status.txt"
+		sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon-parts.log" | grep -v "hot record" | tail -25
+		sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon-parts.log" | grep "hot record" | tail -8
 	fi
 	;;
 three-tier)

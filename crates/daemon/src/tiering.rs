@@ -716,12 +716,18 @@ impl Daemon {
         for &ci in &order {
             // Most records are already where they belong: no page of theirs to look at.
             let target = assignment.tiers[ci];
-            let part = assignment.part_of(ci).map(|p| PartPages {
-                tier: p.tier,
-                pages: (p.bytes / PAGE_SIZE as u64) as usize,
-                tolerance: (budgets[p.tier].budget_bytes as f64 * objtier_policy::KEEP_SLACK)
+            let part = assignment.part_of(ci).map(|p| {
+                let pages = (p.bytes / PAGE_SIZE as u64) as usize;
+                // The budget's slack, but at most a quarter of the part: a part that a cap
+                // (not the budget) limits can be far smaller than the slack of a large tier.
+                let slack = (budgets[p.tier].budget_bytes as f64 * objtier_policy::KEEP_SLACK)
                     as usize
-                    / PAGE_SIZE,
+                    / PAGE_SIZE;
+                PartPages {
+                    tier: p.tier,
+                    pages,
+                    tolerance: slack.min(pages / 4),
+                }
             });
             let resident = &candidates[ci].resident_bytes_by_tier;
             if part.is_none()
@@ -1277,6 +1283,36 @@ mod tests {
         assert_eq!(beyond, (first_36[..page(27) as usize].to_vec(), 0, page(9)));
         let (first, _, _) = run(false);
         assert_eq!(first, (vec![], 0, 0), "whole records: 48 MiB never fits");
+    }
+
+    /// A process capped at 80 MiB of the fast tier with two hot 48 MiB records in the slow
+    /// one: one is promoted whole and the first 32 MiB of the other (the cap's part).
+    #[test]
+    fn a_capped_process_gets_the_part_its_cap_allows() {
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut p, _peer) = process();
+        let pid = p.pid;
+        let (a, b) = (0x7000_0000_0000u64, 0x7000_1000_0000u64);
+        for start in [a, b] {
+            push(&p, EventKind::Alloc, start, 48 * MIB, event_flags::SNAPSHOT);
+            fake.lock().unwrap().place(pid, start, 48 * MIB, 1);
+        }
+        p.drain();
+        p.fast_capacity_bytes = Some(80 * MIB);
+        let id = p.id;
+        let mut daemon = daemon_with(two_tiers(2048 * MIB, 2000 * MIB), p, &fake, &sys);
+        for _ in 0..3 {
+            let p = daemon.processes.get_mut(&id).unwrap();
+            for start in [a, b] {
+                p.records.get_mut(&start).unwrap().interval_accesses = 1000.0;
+            }
+            daemon.interval();
+        }
+        let fake = fake.lock().unwrap();
+        assert_eq!(fake.pages_on(0) as u64, 80 * MIB / 4096, "48 + 32 MiB fast");
+        let report = daemon.last_interval.as_ref().unwrap();
+        assert_eq!((report.promoted_pages, report.demoted_pages), (0, 0));
     }
 
     /// With `time:3` nothing moves until the third interval; with `alloc:SIZE` nothing moves
