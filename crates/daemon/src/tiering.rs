@@ -2,7 +2,8 @@
 //!
 //! 1. Buffered allocations that survived the interval become records.
 //! 2. The access source's regions are attributed to the records they overlap; each record's
-//!    EMA of sampled accesses is updated (equation 1, alpha 0.1).
+//!    EMA of sampled accesses is updated (equation 1, alpha 0.1): in step 4's pass over the
+//!    records when the interval enforces (one walk of the records fewer), else after step 3.
 //! 3. The policy's triggers decide whether to enforce a new assignment now (at every interval
 //!    by default); if none fires, the interval ends here.
 //! 4. `move_pages` with no target reports where the pages of the records are, so budgets are
@@ -363,6 +364,54 @@ impl Daemon {
 }
 
 /// The tier of each node id (`Topology::tier_of_node` as a table, for a lookup per page).
+/// Step 2 for one record: its EMA of sampled accesses, its last access time, and its last two
+/// intervals' samples move on by one interval.
+fn age(
+    aggregate: &dyn objtier_policy::Aggregate,
+    now_ns: u64,
+    record: &mut crate::process::Record,
+) {
+    // Below the smallest normal f32 (about 10^-38 accesses an interval) the EMA is 0: a decaying
+    // value would otherwise end as a subnormal, slow to compute with, that never reaches 0 (0.9
+    // times the smallest subnormal rounds back up to it).
+    let aggregated =
+        aggregate.aggregate(record.ema_accesses as f64, record.interval_accesses as f64) as f32;
+    record.ema_accesses = if aggregated < f32::MIN_POSITIVE {
+        0.0
+    } else {
+        aggregated
+    };
+    if record.interval_accesses > 0.0 {
+        record.last_access_ns = now_ns;
+    }
+    record.previous_accesses = record.recent_accesses;
+    record.recent_accesses = record.interval_accesses;
+    record.interval_accesses = 0.0;
+}
+
+impl Daemon {
+    /// At debug level, each process's four hottest records.
+    fn log_hottest(&self) {
+        if !tracing::enabled!(tracing::Level::DEBUG) {
+            return;
+        }
+        for p in self.processes.values() {
+            let mut hottest: Vec<(&u64, &crate::process::Record)> = p.records.iter().collect();
+            hottest.sort_by(|a, b| b.1.ema_accesses.total_cmp(&a.1.ema_accesses));
+            for (start, r) in hottest.iter().take(4) {
+                tracing::debug!(
+                    pid = p.pid,
+                    start = format_args!("{start:#x}"),
+                    len = r.len,
+                    recent = r.recent_accesses,
+                    ema = r.ema_accesses,
+                    "hot record"
+                );
+            }
+        }
+    }
+}
+
 fn node_tier_table(topology: &objtier_sys::topology::Topology) -> Vec<Option<usize>> {
     let nodes = topology.tiers.iter().flat_map(|t| t.nodes.iter().copied());
     let len = nodes.max().map_or(0, |n| n as usize + 1);
@@ -447,43 +496,8 @@ impl Daemon {
                 report.source_error = Some(e.to_string());
             }
         }
-        for p in self.processes.values_mut() {
-            for record in p.records.values_mut() {
-                // Below the smallest normal f32 (about 10^-38 accesses an interval) the EMA is 0:
-                // a decaying value would otherwise end as a subnormal, slow to compute with,
-                // that never reaches 0 (0.9 times the smallest subnormal rounds back up to it).
-                let aggregated = self
-                    .policy
-                    .aggregate
-                    .aggregate(record.ema_accesses as f64, record.interval_accesses as f64)
-                    as f32;
-                record.ema_accesses = if aggregated < f32::MIN_POSITIVE {
-                    0.0
-                } else {
-                    aggregated
-                };
-                if record.interval_accesses > 0.0 {
-                    record.last_access_ns = now_ns;
-                }
-                record.previous_accesses = record.recent_accesses;
-                record.recent_accesses = record.interval_accesses;
-                record.interval_accesses = 0.0;
-            }
-            if tracing::enabled!(tracing::Level::DEBUG) {
-                let mut hottest: Vec<(&u64, &crate::process::Record)> = p.records.iter().collect();
-                hottest.sort_by(|a, b| b.1.ema_accesses.total_cmp(&a.1.ema_accesses));
-                for (start, r) in hottest.iter().take(4) {
-                    tracing::debug!(
-                        pid = p.pid,
-                        start = format_args!("{start:#x}"),
-                        len = r.len,
-                        recent = r.recent_accesses,
-                        ema = r.ema_accesses,
-                        "hot record"
-                    );
-                }
-            }
-        }
+        // 2. Aggregation (the EMA of every record) happens once the trigger has spoken: in the
+        // pass that builds the candidates when it enforces, else in a walk of its own.
 
         // Sites described since the last interval get their module+offset names, while the
         // modules they point into are surely still mapped; those remembered from an earlier run
@@ -541,6 +555,13 @@ impl Daemon {
         // 3. Trigger.
         self.topology.refresh_free(&self.config.sys_root);
         if !self.check_triggers(&mut report) {
+            let aggregate = &*self.policy.aggregate;
+            for p in self.processes.values_mut() {
+                for record in p.records.values_mut() {
+                    age(aggregate, now_ns, record);
+                }
+            }
+            self.log_hottest();
             self.totals.intervals += 1;
             report.duration_ms = started.elapsed().as_millis() as u64;
             tracing::debug!(?report, "interval (no trigger fired)");
@@ -580,6 +601,7 @@ impl Daemon {
         } = &mut buffers;
         let mut policies = Vec::with_capacity(process_ids.len());
         let mut batch: Vec<u64> = Vec::with_capacity(BATCH_PAGES);
+        let aggregate = &*self.policy.aggregate;
         for (pi, id) in process_ids.iter().enumerate() {
             let p = self
                 .processes
@@ -618,7 +640,15 @@ impl Daemon {
                     site: record.site,
                 });
             };
-            let mut records = p.records.iter_mut().peekable();
+            // Each record is aged (step 2) as the pass reaches it, before it becomes a candidate.
+            let mut records = p
+                .records
+                .iter_mut()
+                .map(|(start, record)| {
+                    age(aggregate, now_ns, record);
+                    (start, record)
+                })
+                .peekable();
             let mut located: Vec<(u64, &mut crate::process::Record)> = Vec::new();
             while records.peek().is_some() {
                 while let Some((&start, record)) = records.peek() {
@@ -664,6 +694,7 @@ impl Daemon {
             p.resident_bytes_by_tier = process_resident;
         }
         self.record_pages = record_pages;
+        self.log_hottest();
 
         // 5. Plan.
         let mut budgets = Vec::with_capacity(tiers);
