@@ -2,7 +2,7 @@
 # The 2 MiB alternation of the capped record-parts run (tests/vm/tiering.sh capped), with
 # transparent huge pages always and never: not a test, an experiment (docs/evaluation.md).
 #   scripts/tiered-vm --topology 2tier --fast-mem 2G --slow-mem 2G -- bench/experiments/thp-straddle.sh
-cd /work/main
+cd "$(dirname "$0")/../.."
 BIN=$PWD/target/release
 export OBJTIER_SOCKET=/tmp/thp.sock
 for thp in always never; do
