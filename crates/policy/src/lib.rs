@@ -34,16 +34,15 @@ pub fn ema(previous: f64, sampled: f64, alpha: f64) -> f64 {
 /// Splits `[start, start + len)` into records of at most `split` bytes (the last may be shorter):
 /// ceil(len / split) records, as in section 3.2.2.
 pub fn split_ranges(start: u64, len: u64, split: u64) -> impl Iterator<Item = (u64, u64)> {
-    let split = split.max(objtier_wire_page());
+    let split = split.max(PAGE_BYTES);
     (0..len.div_ceil(split)).map(move |i| {
         let offset = i * split;
         (start + offset, split.min(len - offset))
     })
 }
 
-const fn objtier_wire_page() -> u64 {
-    4096
-}
+/// The page size records, parts and splits are whole numbers of.
+const PAGE_BYTES: u64 = objtier_wire::PAGE_SIZE as u64;
 
 /// How objects are ordered for the fast tier (section 3.4.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -378,7 +377,7 @@ pub fn assign_tiers(
                 cap
             }
         };
-        let mut chosen = slowest;
+        let (mut chosen, mut has_part) = (slowest, false);
         for tier in lowest_allowed..slowest {
             let allowance = if home == Some(tier) {
                 remaining[tier] + slack[tier]
@@ -392,9 +391,7 @@ pub fn assign_tiers(
             };
             let take = if bytes <= allowance.min(other_room) {
                 bytes
-            } else if options.record_parts
-                && assignment.parts.last().is_none_or(|p| p.candidate != index)
-            {
+            } else if options.record_parts && !has_part {
                 // Room for a part, not the whole: it takes all there is (page-aligned). A part
                 // the budget limits must be large enough not to come and go with the budget;
                 // caps and allowances do not move by themselves.
@@ -429,15 +426,13 @@ pub fn assign_tiers(
                 tier,
                 bytes: take,
             });
+            has_part = true;
             bytes -= take;
         }
         assignment.tiers[index] = chosen;
     }
     assignment
 }
-
-/// Page size the planner aligns parts to.
-const PAGE_BYTES: u64 = 4096;
 
 /// The smallest part of a record worth placing at all.
 pub const MIN_PART_BYTES: u64 = 1 << 20;
