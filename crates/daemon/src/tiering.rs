@@ -363,7 +363,6 @@ impl Daemon {
     }
 }
 
-/// The tier of each node id (`Topology::tier_of_node` as a table, for a lookup per page).
 /// Step 2 for one record: its EMA of sampled accesses, its last access time, and its last two
 /// intervals' samples move on by one interval.
 fn age(
@@ -412,6 +411,75 @@ impl Daemon {
     }
 }
 
+/// Pages of the record at `start`, whose pages have `statuses`, that must move for it to be
+/// in `target`, but for `part` of it in a faster tier: (down, up), each as (tier, pages).
+/// `current` is the tier a page's status says it is in (none: not present).
+///
+/// The part is the pages already in its tier (or faster), as many as it is planned to hold;
+/// when it holds too few, the first pages of the record not in it join it. Within its
+/// tolerance a part keeps what it holds: a budget that moves a little moves no page.
+#[allow(clippy::type_complexity)]
+fn moves_of(
+    start: u64,
+    target: usize,
+    part: Option<PartPages>,
+    statuses: &[PageStatus],
+    current: impl Fn(PageStatus) -> Option<usize>,
+) -> (Vec<(usize, Vec<u64>)>, Vec<(usize, Vec<u64>)>) {
+    let (mut down, mut up): (Vec<(usize, Vec<u64>)>, Vec<(usize, Vec<u64>)>) =
+        (Vec::new(), Vec::new());
+    let mut send = |page: u64, from: usize, to: usize| {
+        let list = if from < to { &mut down } else { &mut up };
+        match list.iter_mut().find(|(t, _)| *t == to) {
+            Some((_, pages)) => pages.push(page),
+            None => list.push((to, vec![page])),
+        }
+    };
+    let pages = (start..).step_by(PAGE_SIZE);
+    let Some(part) = part else {
+        for (page, &status) in pages.zip(statuses) {
+            match current(status) {
+                Some(from) if from != target => send(page, from, target),
+                _ => {} // in place, not present, or the process is gone
+            }
+        }
+        return (down, up);
+    };
+    let have = statuses
+        .iter()
+        .filter(|&&s| current(s).is_some_and(|t| t <= part.tier))
+        .count();
+    let keep = if have > part.pages + part.tolerance {
+        part.pages
+    } else {
+        have
+    };
+    let add = if part.pages > have + part.tolerance {
+        part.pages - have
+    } else {
+        0
+    };
+    let (mut kept, mut added) = (0, 0);
+    for (page, &status) in pages.zip(statuses) {
+        let Some(from) = current(status) else {
+            continue;
+        };
+        if from <= part.tier && kept < keep {
+            kept += 1;
+            if from < part.tier {
+                send(page, from, part.tier);
+            }
+        } else if from > part.tier && added < add {
+            added += 1;
+            send(page, from, part.tier);
+        } else if from != target {
+            send(page, from, target);
+        }
+    }
+    (down, up)
+}
+
+/// The tier of each node id (`Topology::tier_of_node` as a table, for a lookup per page).
 fn node_tier_table(topology: &objtier_sys::topology::Topology) -> Vec<Option<usize>> {
     let nodes = topology.tiers.iter().flat_map(|t| t.nodes.iter().copied());
     let len = nodes.max().map_or(0, |n| n as usize + 1);
@@ -787,7 +855,7 @@ impl Daemon {
             } else {
                 &statuses[span.process][span.first_page..span.first_page + span.pages]
             };
-            let (down, up) = self.moves_of(span.start, target, part, status);
+            let (down, up) = moves_of(span.start, target, part, status, tier_of);
             if down.is_empty() && up.is_empty() {
                 continue;
             }
@@ -928,78 +996,6 @@ impl Daemon {
         for id in process_ids {
             self.save_sites(id);
         }
-    }
-
-    /// Pages of the record at `start`, whose pages have `statuses`, that must move for it to be
-    /// in `target`, but for `part` of it in a faster tier: (down, up), each as (tier, pages).
-    ///
-    /// The part is the pages already in its tier (or faster), as many as it is planned to hold;
-    /// when it holds too few, the first pages of the record not in it join it. Within its
-    /// tolerance a part keeps what it holds: a budget that moves a little moves no page.
-    #[allow(clippy::type_complexity)]
-    fn moves_of(
-        &self,
-        start: u64,
-        target: usize,
-        part: Option<PartPages>,
-        statuses: &[PageStatus],
-    ) -> (Vec<(usize, Vec<u64>)>, Vec<(usize, Vec<u64>)>) {
-        let current = |status: PageStatus| {
-            u32::try_from(status)
-                .ok()
-                .and_then(|node| self.topology.tier_of_node(node))
-        };
-        let (mut down, mut up): (Vec<(usize, Vec<u64>)>, Vec<(usize, Vec<u64>)>) =
-            (Vec::new(), Vec::new());
-        let mut send = |page: u64, from: usize, to: usize| {
-            let list = if from < to { &mut down } else { &mut up };
-            match list.iter_mut().find(|(t, _)| *t == to) {
-                Some((_, pages)) => pages.push(page),
-                None => list.push((to, vec![page])),
-            }
-        };
-        let pages = (start..).step_by(PAGE_SIZE);
-        let Some(part) = part else {
-            for (page, &status) in pages.zip(statuses) {
-                match current(status) {
-                    Some(from) if from != target => send(page, from, target),
-                    _ => {} // in place, not present, or the process is gone
-                }
-            }
-            return (down, up);
-        };
-        let have = statuses
-            .iter()
-            .filter(|&&s| current(s).is_some_and(|t| t <= part.tier))
-            .count();
-        let keep = if have > part.pages + part.tolerance {
-            part.pages
-        } else {
-            have
-        };
-        let add = if part.pages > have + part.tolerance {
-            part.pages - have
-        } else {
-            0
-        };
-        let (mut kept, mut added) = (0, 0);
-        for (page, &status) in pages.zip(statuses) {
-            let Some(from) = current(status) else {
-                continue;
-            };
-            if from <= part.tier && kept < keep {
-                kept += 1;
-                if from < part.tier {
-                    send(page, from, part.tier);
-                }
-            } else if from > part.tier && added < add {
-                added += 1;
-                send(page, from, part.tier);
-            } else if from != target {
-                send(page, from, target);
-            }
-        }
-        (down, up)
     }
 
     /// The node of a tier that new pages should go to: the one with most free memory.
