@@ -147,26 +147,14 @@ impl PerfRing {
     ) -> io::Result<PerfRing> {
         let page = crate::PAGE_SIZE;
         let map_len = (1 + data_pages) * page;
-        // SAFETY: mapping the event's ring as the kernel expects (1 + 2^n pages, shared).
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        // The event's ring as the kernel expects it: 1 + 2^n pages.
+        let base = map_shared(&fd, map_len, 0)?;
         let mut ring = PerfRing {
             fd,
             followers: Vec::new(),
             cpu,
             owner,
-            base: base as *mut u8,
+            base,
             map_len,
             data_offset: page,
             data_size: data_pages * page,
@@ -192,23 +180,10 @@ impl PerfRing {
                 (*meta).aux_offset = aux_offset as u64;
                 (*meta).aux_size = aux_bytes as u64;
             }
-            // SAFETY: mapping the AUX area the kernel now expects at that offset.
-            let aux = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    aux_bytes,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    ring.fd.as_raw_fd(),
-                    aux_offset as libc::off_t,
-                )
-            };
-            if aux == libc::MAP_FAILED {
-                // ring's Drop unmaps the ordinary ring.
-                return Err(io::Error::last_os_error());
-            }
+            // On failure ring's Drop unmaps the ordinary ring.
+            let aux = map_shared(&ring.fd, aux_bytes, aux_offset)?;
             ring.aux = Some(AuxMap {
-                base: aux as *mut u8,
+                base: aux,
                 len: aux_bytes,
                 reader: AuxReader::default(),
             });
@@ -326,4 +301,23 @@ impl Drop for PerfRing {
         // SAFETY: unmapping our own mapping once.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
     }
+}
+/// Maps `len` bytes of the perf event `fd` at `offset`, shared and writable (the ring's tails
+/// are ours to move).
+fn map_shared(fd: &OwnedFd, len: usize, offset: usize) -> io::Result<*mut u8> {
+    // SAFETY: a fresh mapping of our own event fd, at an offset and length the kernel checks.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            offset as libc::off_t,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(base as *mut u8)
 }
