@@ -178,6 +178,17 @@ impl<M: PageMover> PageMover for Timed<M> {
         self.ns.fetch_add(cpu_ns() - t, Ordering::Relaxed);
         r
     }
+
+    fn huge_page_size(&mut self) -> Option<u64> {
+        self.inner.huge_page_size()
+    }
+
+    fn split_huge(&mut self, pid: u32, pages: &[u64]) -> Result<u64, MoveError> {
+        let t = cpu_ns();
+        let r = self.inner.split_huge(pid, pages);
+        self.ns.fetch_add(cpu_ns() - t, Ordering::Relaxed);
+        r
+    }
 }
 
 /// An access source that delivers the same observations every interval: DAMON-like regions,

@@ -668,6 +668,12 @@ fn print_status(reply: &serde_json::Value) {
         t["enforcements"],
         t["intervals"]
     );
+    if t["huge_page_splits"].as_u64().is_some_and(|n| n > 0) {
+        println!(
+            "huge pages split to move part of them: {}",
+            t["huge_page_splits"]
+        );
+    }
     let last = &d["last_interval"];
     if let Some(reasons) = last["trigger_reasons"].as_array().filter(|r| !r.is_empty()) {
         let reasons: Vec<&str> = reasons.iter().filter_map(|r| r.as_str()).collect();

@@ -81,6 +81,8 @@ pub struct Daemon {
     record_pages: u64,
     /// An enforcement's largest buffers, kept for the next one.
     buffers: tiering::IntervalBuffers,
+    /// Whether splitting a huge page has failed once already (said once, then only debug).
+    huge_split_failed: bool,
     next_process_id: u64,
     euid: u32,
 }
@@ -250,6 +252,7 @@ impl Daemon {
             last_interval: None,
             record_pages: 0,
             buffers: Default::default(),
+            huge_split_failed: false,
             policy,
             since_enforcement: tiering::SinceEnforcement::default(),
             llc_counters: None,

@@ -19,6 +19,9 @@
 //!    every demotion before any promotion would keep the hottest pages waiting behind a whole
 //!    eviction, many seconds when a high-priority program displaces another. A step migrates
 //!    for at most two intervals; the rest is planned again at once, with fresh samples.
+//!    Before any page moves, each transparent huge page that the step moves only in part is
+//!    split (`move_pages` moves a huge page whole: its other base pages would come along, and
+//!    go back at the next step).
 
 use crate::process::ResidentPages;
 use crate::source::Target;
@@ -47,6 +50,9 @@ pub struct Totals {
     pub failures_by_errno: BTreeMap<String, u64>,
     /// Processes that exited while their pages were being moved.
     pub processes_gone_mid_migration: u64,
+    /// Huge pages split because a step moved only some of their base pages (asked for: a
+    /// block the kernel had not backed by a huge page counts too).
+    pub huge_page_splits: u64,
     pub sampled_weight: f64,
     pub attributed_weight: f64,
 }
@@ -76,6 +82,8 @@ pub struct IntervalReport {
     pub deferred_pages: u64,
     /// Pages left for the next interval by the migration rate limit (`--rate-limit`).
     pub rate_limited_pages: u64,
+    /// Huge pages split before moving part of them (see [`Totals::huge_page_splits`]).
+    pub huge_page_splits: u64,
     pub source_error: Option<String>,
 }
 
@@ -157,6 +165,75 @@ fn schedule_batches(
     out
 }
 
+/// Where to split huge pages before a step's moves. `move_pages(2)` moves a transparent huge
+/// page whole, so moving some of its base pages and not others (two objects sharing it that
+/// the plan puts in different tiers, the end of a record part) would carry the others along,
+/// and the next step would move them back: 2 MiB each way at every other enforcement. For each
+/// `huge`-aligned block that the moves (process, tier, pages) cover only in part, or send to
+/// different tiers, one page to split it at ([`PageMover::split_huge`], which deactivates that
+/// page): a demoted page of the block if it has one, else a page beside the promoted ones,
+/// which stays behind on the slower node. Per process index, pages ascending.
+fn huge_page_splits(
+    demotions: &[(usize, usize, Vec<u64>)],
+    promotions: &[(usize, usize, Vec<u64>)],
+    huge: u64,
+) -> Vec<(usize, Vec<u64>)> {
+    struct Block {
+        pages: u64,
+        /// The tier every moved page goes to, `usize::MAX` when they go to several.
+        tier: usize,
+        demoted: Option<u64>,
+        lowest: u64,
+        highest: u64,
+    }
+    let page = PAGE_SIZE as u64;
+    let mut blocks: HashMap<(usize, u64), Block> = HashMap::new();
+    let lists = demotions.iter().map(|l| (l, true));
+    for ((process, tier, pages), demote) in lists.chain(promotions.iter().map(|l| (l, false))) {
+        for &address in pages {
+            let block = blocks
+                .entry((*process, address / huge * huge))
+                .or_insert(Block {
+                    pages: 0,
+                    tier: *tier,
+                    demoted: None,
+                    lowest: address,
+                    highest: address,
+                });
+            block.pages += 1;
+            if block.tier != *tier {
+                block.tier = usize::MAX;
+            }
+            if demote && block.demoted.is_none() {
+                block.demoted = Some(address);
+            }
+            block.lowest = block.lowest.min(address);
+            block.highest = block.highest.max(address);
+        }
+    }
+    let mut splits: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+    for ((process, start), block) in blocks {
+        if block.pages == huge / page && block.tier != usize::MAX {
+            continue;
+        }
+        let at = block.demoted.unwrap_or(if block.lowest > start {
+            block.lowest - page
+        } else if block.highest + page < start + huge {
+            block.highest + page
+        } else {
+            block.lowest
+        });
+        splits.entry(process).or_default().push(at);
+    }
+    splits
+        .into_iter()
+        .map(|(process, mut pages)| {
+            pages.sort_unstable();
+            (process, pages)
+        })
+        .collect()
+}
+
 /// Pages of one record, located in the per-process status list.
 struct RecordPages {
     process: usize,
@@ -231,6 +308,35 @@ fn locate_in_turn(start: u64, share: u64, turn: u64) -> bool {
 }
 
 impl Daemon {
+    /// Splits the huge pages that this step's moves cover in part ([`huge_page_splits`]).
+    /// Failing to is not an error: the step goes on, and the pages of such a huge page move
+    /// together, as they would without the split.
+    fn split_huge_pages(
+        &mut self,
+        process_ids: &[u64],
+        demotions: &[(usize, usize, Vec<u64>)],
+        promotions: &[(usize, usize, Vec<u64>)],
+        huge: u64,
+        report: &mut IntervalReport,
+    ) {
+        for (pi, pages) in huge_page_splits(demotions, promotions, huge) {
+            let process = &self.processes[&process_ids[pi]];
+            if process.exited() {
+                continue;
+            }
+            let pid = process.pid;
+            match self.mover.split_huge(pid, &pages) {
+                Ok(_) => report.huge_page_splits += pages.len() as u64,
+                Err(MoveError::ProcessGone { .. }) => {}
+                Err(e) if !self.huge_split_failed => {
+                    self.huge_split_failed = true;
+                    tracing::warn!(pid, "{e}");
+                }
+                Err(e) => tracing::debug!(pid, "{e}"),
+            }
+        }
+    }
+
     /// Updates each process's proactive site placements from this interval's plan.
     fn place_sites_proactively(
         &mut self,
@@ -872,6 +978,11 @@ impl Daemon {
             push_merged(&mut demotions, process, tier, pages);
         }
         let mut dead = vec![false; process_ids.len()];
+        if !(demotions.is_empty() && promotions.is_empty()) {
+            if let Some(huge) = self.mover.huge_page_size() {
+                self.split_huge_pages(&process_ids, &demotions, &promotions, huge, &mut report);
+            }
+        }
         let migration_started = Instant::now();
         let rate_limit_bytes = self
             .config
@@ -977,6 +1088,7 @@ impl Daemon {
         self.totals.promoted_pages += report.promoted_pages;
         self.totals.demoted_pages += report.demoted_pages;
         self.totals.failed_pages += report.failed_pages;
+        self.totals.huge_page_splits += report.huge_page_splits;
         self.totals.intervals += 1;
         report.duration_ms = started.elapsed().as_millis() as u64;
         if report.promoted_pages + report.demoted_pages + report.failed_pages > 0 {
@@ -986,6 +1098,7 @@ impl Daemon {
                 failed_pages = report.failed_pages,
                 deferred_pages = report.deferred_pages,
                 rate_limited_pages = report.rate_limited_pages,
+                huge_page_splits = report.huge_page_splits,
                 duration_ms = report.duration_ms,
                 "migrated"
             );
@@ -1014,6 +1127,7 @@ mod tests {
     use crate::config::DaemonConfig;
     use crate::process::tests::{process, push};
     use crate::source::AccessSource;
+    use crate::tiering::huge_page_splits;
     use crate::Daemon;
     use objtier_sys::pages::{RecordedCall, RecordingPageMover};
     use objtier_sys::topology::Topology;
@@ -1195,6 +1309,87 @@ mod tests {
             "held back for the next interval, not re-planned"
         );
         assert_eq!(fake.lock().unwrap().moves().len(), 1);
+    }
+
+    /// Blocks moved whole need no split; a block moved in part is split at a demoted page, or
+    /// beside the promoted ones; a block whose pages go to different tiers is split too.
+    #[test]
+    fn huge_pages_moved_in_part_are_split() {
+        let huge = 2 * MIB;
+        let page = 4096;
+        let pages = |start: u64, n: u64| (0..n).map(|i| start + i * page).collect::<Vec<_>>();
+        // Process 0: block 0 demoted whole; block 1 demoted in part.
+        // Process 1: block 2's middle promoted; block 3's start promoted; block 4 promoted to
+        // tier 0 and tier 1 halves.
+        let demotions = vec![(0, 1, pages(0, 512)), (0, 1, pages(huge + 100 * page, 10))];
+        let promotions = vec![
+            (1, 0, pages(2 * huge + 8 * page, 4)),
+            (1, 0, pages(3 * huge, 4)),
+            (1, 0, pages(4 * huge, 256)),
+            (1, 1, pages(4 * huge + huge / 2, 256)),
+        ];
+        assert_eq!(
+            huge_page_splits(&demotions, &promotions, huge),
+            vec![
+                (0, vec![huge + 100 * page]),
+                (1, vec![2 * huge + 7 * page, 3 * huge + 4 * page, 4 * huge]),
+            ]
+        );
+        assert!(huge_page_splits(&demotions[..1], &[], huge).is_empty());
+    }
+
+    /// Nine cold objects of 1 MiB share five huge pages: making room for a hot object demotes
+    /// two of them, and must not carry their neighbours along (which the next step would bring
+    /// back, and so on at every other step).
+    #[test]
+    fn demotions_leave_the_rest_of_a_huge_page_in_place() {
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut daemon, hot) = hot_object_behind_a_full_fast_tier(&fake, &sys);
+        let base = 0x7000_0000_0000u64;
+        let pid = daemon.processes.values().next().unwrap().pid;
+        {
+            let mut fake = fake.lock().unwrap();
+            fake.huge_page_size = Some(2 * MIB);
+            fake.huge_pages
+                .extend((0..5).map(|i| (pid, base + i * 2 * MIB)));
+            fake.huge_pages.insert((pid, hot));
+        }
+        daemon.interval();
+        let report = daemon.last_interval.clone().unwrap();
+        assert_eq!((report.demoted_pages, report.promoted_pages), (512, 512));
+        let fake_now = fake.lock().unwrap();
+        assert_eq!(
+            fake_now.pages_on(0) as u64,
+            9 * MIB / 4096,
+            "exactly the planned pages left the fast tier"
+        );
+        assert!(
+            (0..2 * MIB)
+                .step_by(4096)
+                .all(|o| fake_now.placement[&(pid, hot + o)] == 0),
+            "the hot object is in the fast tier"
+        );
+        let splits: Vec<_> = fake_now
+            .calls
+            .iter()
+            .filter(|c| matches!(c, RecordedCall::SplitHuge { .. }))
+            .collect();
+        assert!(
+            report.huge_page_splits >= 1 && splits.len() == 1,
+            "the blocks moved in part were split, in one call: {splits:?}"
+        );
+        drop(fake_now);
+        let id = *daemon.processes.keys().next().unwrap();
+        let record = daemon.processes.get_mut(&id).unwrap().records.get_mut(&hot);
+        record.unwrap().interval_accesses = 50.0;
+        daemon.interval();
+        let report = daemon.last_interval.as_ref().unwrap();
+        assert_eq!(
+            (report.promoted_pages, report.demoted_pages),
+            (0, 0),
+            "nothing to move back"
+        );
     }
 
     /// The whole interval against a recording fake kernel: a hot object in the slow tier and a
