@@ -162,7 +162,7 @@ unsafe fn allocate(size: usize, align: usize) -> *mut c_void {
 /// `allocate`, for a call from `caller` (which keys the allocation-site cache).
 #[inline]
 unsafe fn allocate_from(size: usize, align: usize, caller: site::Caller) -> *mut c_void {
-    let p = if size >= options::get().track_min_bytes {
+    let p = if options::get().tracks(size) {
         allocate_tracked(size, align, caller)
             .map_or(core::ptr::null_mut(), |(p, _)| p as *mut c_void)
     } else if plain_block_suffices(size, align) {
@@ -276,9 +276,9 @@ unsafe fn reallocate_from(ptr: *mut c_void, size: usize, caller: site::Caller) -
         unsafe { release(ptr) };
         return core::ptr::null_mut();
     }
-    let track_min = options::get().track_min_bytes;
+    let options = options::get();
     let is_large = large::contains(ptr as *const u8);
-    if !is_large && size < track_min && owned_by_mimalloc(ptr) {
+    if !is_large && !options.tracks(size) && owned_by_mimalloc(ptr) {
         // SAFETY: small stays small: mimalloc's realloc keeps the contents.
         let p = unsafe { mi::mi_realloc(ptr, size) };
         if p.is_null() {
@@ -288,7 +288,7 @@ unsafe fn reallocate_from(ptr: *mut c_void, size: usize, caller: site::Caller) -
     }
     // SAFETY: ptr is a live block (caller contract).
     let old = unsafe { usable_size(ptr) };
-    if is_large && size <= old && size > old / 2 && size >= track_min {
+    if is_large && size <= old && size > old / 2 && size >= options.track_min_bytes {
         return ptr; // fits in the pages it already has
     }
     if is_large && size > old {
@@ -428,7 +428,7 @@ mod exports {
             set_errno(libc::ENOMEM);
             return core::ptr::null_mut();
         };
-        if total >= options::get().track_min_bytes {
+        if options::get().tracks(total) {
             // Never-used or MADV_DONTNEED'd pages are already zero; only reused ones need it.
             match allocate_tracked(total, MIN_ALIGN, site::Caller { ra, sp }) {
                 Some((p, large::Contents::Zeroed)) => p as *mut c_void,
