@@ -202,8 +202,9 @@ pub struct RingHeader {
     _reserved0: u32,
     /// Events the producer dropped because the ring was full.
     pub dropped: AtomicU64,
-    /// Events the producer published (dropped ones are counted in `dropped` only).
-    pub produced: AtomicU64,
+    /// Unused (was a count of published events, which `enqueue_pos` already is: one atomic
+    /// increment per event saved). Kept so the layout does not change.
+    _reserved1: u64,
     _pad0: [u8; 16],
     /// Next position a producer claims.
     pub enqueue_pos: CacheLine,
@@ -499,7 +500,6 @@ impl RingHeader {
                         // the slot until it publishes `pos + 1`.
                         unsafe { *slot.event.get() = *event };
                         slot.seq.store(pos.wrapping_add(1), Ordering::Release);
-                        self.produced.fetch_add(1, Ordering::Relaxed);
                         return true;
                     }
                     Err(current) => pos = current,
