@@ -4,7 +4,10 @@
 //! machines): the kernel samples page-table accessed bits of each attached process and reports
 //! regions with an access frequency. objtier creates one kdamond of its own with one `vaddr`
 //! context whose targets are the attached processes, and a `stat` scheme that matches every
-//! region, so that `update_schemes_tried_regions` yields a snapshot of all regions.
+//! region, so that `update_schemes_tried_regions` yields a snapshot of all regions. That
+//! snapshot is what objtier reads, and kernels before 6.2 do not have it (DAMON's sysfs came in
+//! 5.18): `claim` checks for it, so that such a kernel is refused up front, not at every
+//! interval.
 //!
 //! It never takes over or resets a kdamond it did not create: writing `nr_kdamonds` rebuilds
 //! every kdamond directory and is refused by the kernel while any kdamond runs, so objtier only
@@ -13,7 +16,7 @@
 //! All file access goes through [`SysfsFiles`], with a [`DryRunFiles`] that records writes and
 //! serves reads from a map, so the exact sequence of writes is unit-tested without a kernel.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -48,6 +51,9 @@ impl SysfsFiles for RealFiles {
 #[derive(Default)]
 pub struct DryRunFiles {
     pub files: BTreeMap<PathBuf, String>,
+    /// Directories that exist even with no file under them (the kernel creates some empty,
+    /// e.g. a scheme's `tried_regions`).
+    pub dirs: BTreeSet<PathBuf>,
     pub writes: Vec<(PathBuf, String)>,
 }
 
@@ -67,12 +73,14 @@ impl SysfsFiles for DryRunFiles {
         let mut names: Vec<String> = self
             .files
             .keys()
+            .chain(&self.dirs)
             .filter_map(|p| p.strip_prefix(path).ok())
             .filter_map(|rest| rest.components().next())
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
             .collect();
+        names.sort_unstable();
         names.dedup();
-        if names.is_empty() {
+        if names.is_empty() && !self.dirs.contains(path) {
             return Err(io::Error::from(io::ErrorKind::NotFound));
         }
         Ok(names)
@@ -83,9 +91,16 @@ impl SysfsFiles for DryRunFiles {
 pub enum DamonError {
     #[error(
         "DAMON is not available: {0} is missing (the kernel lacks CONFIG_DAMON_SYSFS); \
-         run on a 5.18+ kernel with DAMON, or use another access source"
+         run on a 6.2+ kernel with DAMON, or use another access source"
     )]
     NoSysfs(PathBuf),
+    #[error(
+        "DAMON on this kernel cannot report region access counts (needs Linux 6.2+: the scheme \
+         directory {0} has no tried_regions, which objtier reads every interval); use \
+         --source proc (page references through /proc; `--source auto` falls back to it), or \
+         a 6.2+ kernel for DAMON"
+    )]
+    NoTriedRegions(PathBuf),
     #[error(
         "DAMON cannot monitor virtual addresses: the kernel offers operations {available:?} but \
          not \"vaddr\" (CONFIG_DAMON_VADDR is not set); use a kernel with DAMON_VADDR, or \
@@ -386,6 +401,10 @@ impl<F: SysfsFiles> Damon<F> {
         let schemes = ctx.join("schemes");
         self.write(&schemes.join("nr_schemes"), 1)?;
         let scheme = schemes.join("0");
+        if !self.has_tried_regions(&scheme) {
+            self.release();
+            return Err(DamonError::NoTriedRegions(scheme));
+        }
         self.write(&scheme.join("action"), "stat")?;
         let pattern = scheme.join("access_pattern");
         for (range, max) in [
@@ -397,6 +416,21 @@ impl<F: SysfsFiles> Damon<F> {
             self.write(&pattern.join(range).join("min"), 0)?;
         }
         Ok(())
+    }
+
+    /// Whether the kernel made a `tried_regions` directory in the scheme directory `scheme`.
+    ///
+    /// This is how to tell a kernel that can report regions (6.2+) from one that cannot
+    /// (5.18-6.1): writing `nr_schemes` creates each scheme's subdirectories, `tried_regions`
+    /// among them since 6.2 (mm/damon/sysfs-schemes.c, `damon_sysfs_scheme_add_dirs`). Writing
+    /// `update_schemes_tried_regions` to `state` is no test here: while the kdamond is off the
+    /// kernel refuses it with EINVAL on every version (from memory of mm/damon/sysfs.c, where
+    /// commands other than on/off need a running kdamond), and on 5.18-6.1 as an unknown
+    /// command too.
+    fn has_tried_regions(&mut self, scheme: &Path) -> bool {
+        self.files
+            .list(scheme)
+            .is_ok_and(|names| names.iter().any(|n| n == "tried_regions"))
     }
 
     /// The operations set in use: `fvaddr` or `vaddr`.
@@ -562,16 +596,24 @@ impl<F: SysfsFiles> Drop for Damon<F> {
 mod tests {
     use super::*;
 
+    /// DAMON's sysfs as a 6.2+ kernel lays it out (the scheme has `tried_regions`).
     fn fake(nr_kdamonds: &str) -> DryRunFiles {
+        let mut files = fake_before_6_2(nr_kdamonds);
+        files
+            .dirs
+            .insert(format!("{K}/0/contexts/0/schemes/0/tried_regions").into());
+        files
+    }
+
+    /// DAMON's sysfs as 5.18-6.1 lay it out: schemes without `tried_regions`.
+    fn fake_before_6_2(nr_kdamonds: &str) -> DryRunFiles {
         let mut files = DryRunFiles::default();
-        files.files.insert(
-            PathBuf::from("/sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds"),
-            nr_kdamonds.into(),
-        );
-        files.files.insert(
-            PathBuf::from("/sys/kernel/mm/damon/admin/kdamonds/0/state"),
-            "off".into(),
-        );
+        files
+            .files
+            .insert(format!("{K}/nr_kdamonds").into(), nr_kdamonds.into());
+        files
+            .files
+            .insert(format!("{K}/0/state").into(), "off".into());
         files
     }
 
@@ -802,6 +844,38 @@ mod tests {
             d.files().writes.last().unwrap(),
             &(PathBuf::from(format!("{K}/nr_kdamonds")), "0".to_string())
         );
+    }
+
+    #[test]
+    fn a_kernel_without_tried_regions_is_refused_at_claim() {
+        let mut d = Damon::new(
+            fake_before_6_2("0"),
+            Path::new("/sys"),
+            DamonAttrs::default(),
+        );
+        let err = d.claim().unwrap_err();
+        assert!(matches!(err, DamonError::NoTriedRegions(_)), "{err}");
+        let message = err.to_string();
+        assert!(
+            message.contains("6.2+") && message.contains("--source proc"),
+            "{message}"
+        );
+        assert_eq!(
+            d.files().writes.last().unwrap(),
+            &(PathBuf::from(format!("{K}/nr_kdamonds")), "0".to_string()),
+            "the kdamond it made is removed again"
+        );
+        assert!(
+            d.set_targets(&pids(&[10])).is_err(),
+            "and it stays unusable"
+        );
+    }
+
+    #[test]
+    fn an_empty_tried_regions_directory_is_an_empty_snapshot() {
+        let mut d = Damon::new(fake("0"), Path::new("/sys"), DamonAttrs::default());
+        d.set_targets(&pids(&[10])).unwrap();
+        assert_eq!(d.snapshot().unwrap(), vec![]);
     }
 
     #[test]

@@ -225,3 +225,70 @@ impl AccessSource {
         self.source.release();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// The DAMON sysfs files `claim` writes, as a kernel lays them out once `nr_kdamonds`,
+    /// `nr_contexts` and `nr_schemes` are 1; with `tried_regions`, as 6.2+ does.
+    fn damon_tree(sys: &Path, tried_regions: bool) {
+        let k = sys.join("kernel/mm/damon/admin/kdamonds");
+        let ctx = k.join("0/contexts/0");
+        let mut files = vec![
+            (k.join("nr_kdamonds"), "0"),
+            (k.join("0/state"), "off"),
+            (k.join("0/pid"), "-1"),
+            (k.join("0/contexts/nr_contexts"), "0"),
+            (ctx.join("avail_operations"), "vaddr fvaddr paddr"),
+            (ctx.join("operations"), "vaddr"),
+            (ctx.join("schemes/nr_schemes"), "0"),
+            (ctx.join("schemes/0/action"), "pageout"),
+        ];
+        for name in ["sample_us", "aggr_us", "update_us"] {
+            files.push((ctx.join("monitoring_attrs/intervals").join(name), "0"));
+        }
+        for name in ["min", "max"] {
+            files.push((ctx.join("monitoring_attrs/nr_regions").join(name), "0"));
+            for range in ["sz", "nr_accesses", "age"] {
+                let pattern = ctx.join("schemes/0/access_pattern").join(range);
+                files.push((pattern.join(name), "0"));
+            }
+        }
+        for (path, text) in files {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        if tried_regions {
+            std::fs::create_dir_all(ctx.join("schemes/0/tried_regions")).unwrap();
+        }
+    }
+
+    fn config_for(sys: &Path) -> DaemonConfig {
+        let mut config = DaemonConfig::new(sys.join("sock"));
+        config.sys_root = sys.to_owned();
+        config.damon_owner_file = sys.join("damon-owner");
+        config
+    }
+
+    /// On 5.18-6.1 DAMON's sysfs exists but cannot report regions: `auto` must not take it
+    /// (it would claim a kdamond and then fail every interval). The fake sysfs has no PMU, so
+    /// `auto` skips perf either way.
+    #[test]
+    fn auto_passes_over_damon_that_cannot_report_regions() {
+        let sys = tempfile::tempdir().unwrap();
+        damon_tree(sys.path(), false);
+        let config = config_for(sys.path());
+        let err = damon::open(&config).err().expect("a 6.1 DAMON is refused");
+        assert!(err.to_string().contains("6.2+"), "{err}");
+        let source = AccessSource::open(&config).unwrap();
+        assert_ne!(source.name(), "damon", "{}", source.describe());
+
+        let sys = tempfile::tempdir().unwrap();
+        damon_tree(sys.path(), true);
+        let mut source = AccessSource::open(&config_for(sys.path())).unwrap();
+        assert_eq!(source.name(), "damon", "the same tree with tried_regions");
+        source.release();
+    }
+}
