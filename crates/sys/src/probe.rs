@@ -79,7 +79,7 @@ pub fn probe_damon(roots: &Roots, euid: u32) -> SourceReport {
                 "{} does not exist: the kernel has no DAMON sysfs interface{config}",
                 admin.display()
             ),
-            "use a 5.18+ kernel built with CONFIG_DAMON_SYSFS and CONFIG_DAMON_VADDR \
+            "use a 6.2+ kernel built with CONFIG_DAMON_SYSFS and CONFIG_DAMON_VADDR \
              (e.g. Debian trixie's 6.12)",
         );
     }
@@ -108,6 +108,12 @@ pub fn probe_damon(roots: &Roots, euid: u32) -> SourceReport {
                 operations.map_or("unknown".into(), |o| o.join(" "))
             ),
             "use a kernel built with CONFIG_DAMON_VADDR",
+        );
+    }
+    if let Some(why) = cannot_report_regions(roots, &kdamonds, count) {
+        return unusable(
+            format!("DAMON on this kernel cannot report region access counts ({why})"),
+            "use --source proc (`--source auto` falls back to it), or a 6.2+ kernel for DAMON",
         );
     }
     if euid != 0 {
@@ -158,6 +164,38 @@ pub fn probe_damon(roots: &Roots, euid: u32) -> SourceReport {
         detail: format!("available ({precision}); page-access bits sampled by the kernel"),
         remedy: None,
     }
+}
+
+/// Why DAMON here cannot report region access counts (schemes' `tried_regions`, Linux 6.2+),
+/// if it cannot; `None` when it can or when this read-only probe cannot tell (the daemon then
+/// checks when it claims DAMON).
+///
+/// A scheme directory of an existing kdamond settles it. Otherwise the kernel release does,
+/// which a vendor kernel with backported DAMON could contradict.
+fn cannot_report_regions(roots: &Roots, kdamonds: &Path, count: usize) -> Option<String> {
+    let scheme = (0..count)
+        .map(|i| kdamonds.join(format!("{i}/contexts/0/schemes/0")))
+        .find(|scheme| scheme.is_dir());
+    if let Some(scheme) = scheme {
+        return (!scheme.join("tried_regions").is_dir()).then(|| {
+            format!(
+                "needs Linux 6.2+: the scheme directory {} has no tried_regions",
+                scheme.display()
+            )
+        });
+    }
+    let release = read_trim(&roots.proc.join("sys/kernel/osrelease"))?;
+    let (major, minor) = release_version(&release)?;
+    ((major, minor) < (6, 2))
+        .then(|| format!("needs Linux 6.2+ for schemes' tried_regions; this is {release}"))
+}
+
+/// `(major, minor)` of a kernel release such as `6.1.0-18-amd64`.
+fn release_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(['.', '-']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
 }
 
 /// PMU address sampling (PEBS, IBS, Arm SPE), found the way the daemon's `--source perf`
@@ -296,9 +334,9 @@ mod tests {
     #[test]
     fn damon_missing_busy_unprivileged_and_ready() {
         let (_dir, roots) = tree();
-        write(roots.proc.join("sys/kernel/osrelease"), "6.1.0-x\n");
+        write(roots.proc.join("sys/kernel/osrelease"), "6.12.0-x\n");
         write(
-            roots.boot.join("config-6.1.0-x"),
+            roots.boot.join("config-6.12.0-x"),
             "# CONFIG_DAMON_SYSFS is not set\n",
         );
         let r = probe_damon(&roots, 0);
@@ -309,7 +347,7 @@ mod tests {
 
         let k = roots.sys.join("kernel/mm/damon/admin/kdamonds");
         write(k.join("nr_kdamonds"), "0\n");
-        write(roots.boot.join("config-6.1.0-x"), "CONFIG_DAMON_VADDR=y\n");
+        write(roots.boot.join("config-6.12.0-x"), "CONFIG_DAMON_VADDR=y\n");
         let r = probe_damon(&roots, 1000);
         assert!(!r.usable && r.remedy.unwrap().contains("root"));
         let r = probe_damon(&roots, 0);
@@ -336,6 +374,35 @@ mod tests {
         fs::create_dir_all(roots.proc.join("4242")).unwrap();
         let r = probe_damon(&roots, 0);
         assert!(r.usable && r.detail.contains("4242"), "{r:?}");
+    }
+
+    #[test]
+    fn damon_before_6_2_cannot_report_regions() {
+        let (_dir, roots) = tree();
+        let k = roots.sys.join("kernel/mm/damon/admin/kdamonds");
+        write(k.join("nr_kdamonds"), "0\n");
+        write(roots.proc.join("sys/kernel/osrelease"), "6.1.0-18-amd64\n");
+        let r = probe_damon(&roots, 0);
+        assert!(!r.usable, "{r:?}");
+        assert!(
+            r.detail.contains("cannot report region access counts")
+                && r.detail.contains("6.2+")
+                && r.detail.contains("6.1.0-18-amd64"),
+            "{r:?}"
+        );
+        assert!(r.remedy.unwrap().contains("--source proc"));
+        write(roots.proc.join("sys/kernel/osrelease"), "6.2.0\n");
+        assert!(probe_damon(&roots, 0).usable);
+
+        // A stopped kdamond's scheme shows what the kernel has, whatever its release says.
+        write(k.join("nr_kdamonds"), "1\n");
+        write(k.join("0/state"), "off\n");
+        write(k.join("0/contexts/0/schemes/0/action"), "stat\n");
+        let r = probe_damon(&roots, 0);
+        assert!(!r.usable && r.detail.contains("no tried_regions"), "{r:?}");
+        fs::create_dir_all(k.join("0/contexts/0/schemes/0/tried_regions")).unwrap();
+        let r = probe_damon(&roots, 0);
+        assert!(!r.detail.contains("tried_regions"), "{r:?}");
     }
 
     #[test]
