@@ -110,12 +110,17 @@ pub enum DamonError {
     #[error("DAMON needs root: cannot write {path} ({source}); run the objtier daemon as root")]
     PermissionDenied { path: PathBuf, source: io::Error },
     #[error(
-        "DAMON is in use by another tool: {count} kdamond(s) exist and kdamond {running} is \
-         running; the kernel cannot add a kdamond while one runs, and objtier never takes over \
-         one it did not create. Stop the other DAMON user (e.g. `damo stop`) or use another \
-         access source"
+        "DAMON is in use by another tool: kdamond {running} of {count} is running and objtier \
+         did not create it (`damo` or another user of {kdamonds}; `ls` it, and `cat` the \
+         kdamond's `state`). The kernel cannot add a kdamond while one runs, and objtier never \
+         takes over one it did not create. Stop it through the tool that started it (e.g. \
+         `damo stop`), or use another access source (--source proc)"
     )]
-    Busy { count: usize, running: usize },
+    Busy {
+        count: usize,
+        running: usize,
+        kdamonds: PathBuf,
+    },
     #[error(
         "DAMON is configured by another tool: {count} stopped kdamond(s) exist that objtier did \
          not create; adding one would reset them. Clear them (`echo 0 > {path}`) if unused"
@@ -351,7 +356,11 @@ impl<F: SysfsFiles> Damon<F> {
         for i in 0..count {
             let state = self.read(&self.kdamonds.join(format!("{i}/state")))?;
             if state == "on" {
-                return Err(DamonError::Busy { count, running: i });
+                return Err(DamonError::Busy {
+                    count,
+                    running: i,
+                    kdamonds: self.kdamonds.clone(),
+                });
             }
         }
         if count > 0 && !self.stale_objtier_kdamond(count) {
@@ -777,13 +786,19 @@ mod tests {
             .files
             .insert(format!("{K}/0/state").into(), "on\n".into());
         let mut d = Damon::new(files, Path::new("/sys"), DamonAttrs::default());
-        assert!(matches!(
-            d.claim(),
-            Err(DamonError::Busy {
-                count: 1,
-                running: 0
-            })
-        ));
+        let err = d.claim().unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DamonError::Busy {
+                    count: 1,
+                    running: 0,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains(K), "says where to look: {err}");
         assert!(
             d.files().writes.is_empty(),
             "nothing written to someone else's DAMON"

@@ -137,11 +137,18 @@ pub fn probe_damon(roots: &Roots, euid: u32) -> SourceReport {
     if let Some(&index) = running.first() {
         return unusable(
             format!(
-                "another tool runs kdamond {index} ({count} kdamond(s) exist); the kernel cannot \
-                 add a kdamond while one runs, and objtier never takes over one it did not create"
+                "kdamond {index} is running and objtier did not create it ({count} kdamond(s) \
+                 exist): another user of DAMON's sysfs interface, e.g. `damo` or a tool of your \
+                 own, set it up. The kernel cannot add a kdamond while one runs, and objtier \
+                 never takes over one it did not create"
             ),
-            "stop the other DAMON user (e.g. `damo stop`, or disable DAMON_RECLAIM/LRU_SORT) \
-             before starting the objtier daemon",
+            &format!(
+                "see it with `ls {k}` and `cat {k}/{index}/state` (its contexts/0/targets say \
+                 what it monitors); stop it through the tool that started it (e.g. `damo stop`), \
+                 or with `echo off > {k}/{index}/state` if nothing needs it, before starting \
+                 the objtier daemon; or use --source proc",
+                k = kdamonds.display()
+            ),
         );
     }
     if count > 0 && owner.is_none() {
@@ -367,7 +374,19 @@ mod tests {
             "vaddr fvaddr paddr\n",
         );
         let r = probe_damon(&roots, 0);
-        assert!(!r.usable && r.detail.contains("another tool"), "{r:?}");
+        assert!(
+            !r.usable && r.detail.contains("objtier did not create"),
+            "{r:?}"
+        );
+        let remedy = r.remedy.unwrap();
+        assert!(
+            remedy.contains(&format!("ls {}", k.display())) && remedy.contains("0/state"),
+            "{remedy}"
+        );
+        assert!(
+            !remedy.contains("DAMON_RECLAIM"),
+            "its kdamonds are not listed here"
+        );
 
         // ...unless it is objtier's own, by a live daemon.
         write(roots.damon_owner_file.clone(), "4242\n");
