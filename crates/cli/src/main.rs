@@ -644,6 +644,38 @@ fn mib(v: &serde_json::Value) -> String {
     })
 }
 
+/// What the access source has cost since the daemon started (`daemon.source_cost`), so that
+/// its overhead is seen next to what it buys; `None` from a daemon that does not report it.
+fn source_cost_line(d: &serde_json::Value) -> Option<String> {
+    let cost = &d["source_cost"];
+    let cpu = cost["cpu_seconds"].as_f64()?;
+    let uptime = d["uptime_seconds"].as_f64().unwrap_or(0.0);
+    let share = if uptime > 0.0 {
+        format!(" ({:.2} % of one CPU)", 100.0 * cpu / uptime)
+    } else {
+        String::new()
+    };
+    let lost = match cost["lost"].as_u64() {
+        Some(n) if n > 0 => format!(", {n} samples lost"),
+        _ => String::new(),
+    };
+    Some(format!(
+        "source cost: {cpu:.2} s CPU since start{share}, {} observations{lost}",
+        cost["observations"]
+    ))
+}
+
+/// The share of the last interval's sampled accesses that fell in tracked objects
+/// (`attributed_share`): a low one means the source mostly sees memory objtier does not
+/// track. `None` before the first interval, or when nothing was sampled.
+fn attributed_share_line(last: &serde_json::Value) -> Option<String> {
+    let share = last["attributed_share"].as_f64()?;
+    Some(format!(
+        "sampled accesses attributed to objects at the last interval: {:.1} %",
+        100.0 * share
+    ))
+}
+
 fn print_status(reply: &serde_json::Value) {
     let d = &reply["daemon"];
     println!(
@@ -659,6 +691,15 @@ fn print_status(reply: &serde_json::Value) {
         d["policy"].as_str().unwrap_or("?"),
         d["proactive"].as_str().unwrap_or("?")
     );
+    for line in [
+        source_cost_line(d),
+        attributed_share_line(&d["last_interval"]),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        println!("{line}");
+    }
     let t = &d["totals"];
     println!(
         "migrated: {} pages promoted, {} demoted, {} failed, in {} of {} intervals",
@@ -754,6 +795,44 @@ mod tests {
         assert!(parse_regions("2-100").unwrap_err().contains("at least 3"));
         assert!(parse_regions("50-10").unwrap_err().contains("at least MIN"));
         assert!(parse_regions("many").is_err());
+    }
+
+    /// The lines read the status JSON as `objtier_daemon::status` writes it.
+    #[test]
+    fn status_shows_the_attributed_share_and_the_source_cost() {
+        use objtier_daemon::source::SourceCost;
+        use objtier_daemon::tiering::IntervalReport;
+        let cost = SourceCost {
+            cpu_seconds: 1.5,
+            observations: 4200,
+            lost: 0,
+        };
+        let last = IntervalReport {
+            attributed_share: Some(0.875),
+            ..Default::default()
+        };
+        let d = serde_json::json!({
+            "uptime_seconds": 300.0,
+            "source_cost": cost,
+            "last_interval": last,
+        });
+        assert_eq!(
+            source_cost_line(&d).unwrap(),
+            "source cost: 1.50 s CPU since start (0.50 % of one CPU), 4200 observations"
+        );
+        assert_eq!(
+            attributed_share_line(&d["last_interval"]).unwrap(),
+            "sampled accesses attributed to objects at the last interval: 87.5 %"
+        );
+        let lossy = serde_json::json!({"source_cost": SourceCost { lost: 7, ..cost }});
+        assert!(source_cost_line(&lossy)
+            .unwrap()
+            .ends_with("observations, 7 samples lost"));
+        // Nothing sampled yet, or no interval yet: no line.
+        let unsampled = serde_json::json!(IntervalReport::default());
+        assert_eq!(attributed_share_line(&unsampled), None);
+        assert_eq!(attributed_share_line(&serde_json::Value::Null), None);
+        assert_eq!(source_cost_line(&serde_json::json!({})), None);
     }
 
     fn config_from(args: &[&str]) -> anyhow::Result<DaemonConfig> {
