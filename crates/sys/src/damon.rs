@@ -55,6 +55,8 @@ pub struct DryRunFiles {
     /// e.g. a scheme's `tried_regions`).
     pub dirs: BTreeSet<PathBuf>,
     pub writes: Vec<(PathBuf, String)>,
+    /// A write the fake refuses, as the kernel would: (path, value, errno).
+    pub refuse: Option<(PathBuf, String, i32)>,
 }
 
 impl SysfsFiles for DryRunFiles {
@@ -65,6 +67,11 @@ impl SysfsFiles for DryRunFiles {
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
     }
     fn write(&mut self, path: &Path, value: &str) -> io::Result<()> {
+        if let Some((refused, v, errno)) = &self.refuse {
+            if refused == path && v == value {
+                return Err(io::Error::from_raw_os_error(*errno));
+            }
+        }
         self.writes.push((path.to_owned(), value.to_owned()));
         self.files.insert(path.to_owned(), value.to_owned());
         Ok(())
@@ -126,6 +133,14 @@ pub enum DamonError {
          not create; adding one would reset them. Clear them (`echo 0 > {path}`) if unused"
     )]
     Foreign { count: usize, path: PathBuf },
+    #[error(
+        "DAMON is held exclusively by {holder}, so objtier's kdamond cannot run beside it \
+         (DAMON_RECLAIM and DAMON_LRU_SORT take DAMON for themselves, and are not listed among \
+         the sysfs kdamonds). Write N to /sys/module/damon_reclaim/parameters/enabled or \
+         /sys/module/damon_lru_sort/parameters/enabled to stop them, or use another access \
+         source (--source proc)"
+    )]
+    Exclusive { holder: String },
     #[error("DAMON sysfs I/O on {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
     #[error("DAMON sysfs: unexpected content in {path}: {text:?}")]
@@ -182,6 +197,8 @@ pub fn thread_cpu_seconds(proc_root: &Path, pid: u32) -> Option<f64> {
 pub struct Damon<F: SysfsFiles> {
     files: F,
     kdamonds: PathBuf,
+    /// `/sys/module`: the DAMON modules that take DAMON exclusively say there if they run.
+    modules: PathBuf,
     attrs: DamonAttrs,
     /// Our kdamond's index, once created.
     index: Option<usize>,
@@ -265,6 +282,7 @@ impl<F: SysfsFiles> Damon<F> {
         Self {
             files,
             kdamonds: sys_root.join("kernel/mm/damon/admin/kdamonds"),
+            modules: sys_root.join("module"),
             attrs,
             index: None,
             operations: "vaddr",
@@ -353,6 +371,14 @@ impl<F: SysfsFiles> Damon<F> {
             }
             Err(e) => return Err(io_err(&nr_path, e)),
         };
+        for module in ["damon_reclaim", "damon_lru_sort"] {
+            let enabled = self.modules.join(module).join("parameters/enabled");
+            if self.files.read(&enabled).is_ok_and(|v| v.trim() == "Y") {
+                return Err(DamonError::Exclusive {
+                    holder: format!("the {module} module ({} is Y)", enabled.display()),
+                });
+            }
+        }
         for i in 0..count {
             let state = self.read(&self.kdamonds.join(format!("{i}/state")))?;
             if state == "on" {
@@ -494,7 +520,18 @@ impl<F: SysfsFiles> Damon<F> {
         if self.targets.is_empty() {
             return Ok(());
         }
-        self.write(&self.dir().join("state"), "on")
+        let state = self.dir().join("state");
+        match self.files.write(&state, "on") {
+            // The kernel's damon_start refuses a sysfs kdamond while an exclusive user (the
+            // DAMON_RECLAIM and DAMON_LRU_SORT modules) runs.
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err(DamonError::Exclusive {
+                holder: format!(
+                    "a kernel module (starting {} was refused: busy)",
+                    state.display()
+                ),
+            }),
+            other => other.map_err(|e| io_err(&state, e)),
+        }
     }
 
     pub fn is_running(&mut self) -> Result<bool, DamonError> {
@@ -736,6 +773,35 @@ mod tests {
         assert_eq!(coalesce_ranges(&r, 2), vec![(0, 30), (100, 120)]);
         assert_eq!(coalesce_ranges(&[(0, 10), (5, 12)], 10), vec![(0, 12)]);
         assert_eq!(coalesce_ranges(&r, 1), vec![(0, 120)]);
+    }
+
+    /// Starting is refused with EBUSY while a DAMON module runs exclusively: say which, and
+    /// what to do, rather than report an I/O error.
+    #[test]
+    fn a_module_holding_damon_is_named() {
+        let mut d = Damon::new(fake("0\n"), Path::new("/sys"), DamonAttrs::default());
+        d.files
+            .files
+            .insert(format!("{K}/0/state").into(), "off".into());
+        d.files.refuse = Some((format!("{K}/0/state").into(), "on".into(), libc::EBUSY));
+        let err = d.set_targets(&pids(&[41])).unwrap_err();
+        assert!(matches!(err, DamonError::Exclusive { .. }), "{err}");
+        assert!(
+            err.to_string().contains("damon_reclaim/parameters/enabled"),
+            "{err}"
+        );
+        // Seen before anything is created, when the module says it runs.
+        let mut d = Damon::new(fake("0\n"), Path::new("/sys"), DamonAttrs::default());
+        d.files.files.insert(
+            "/sys/module/damon_lru_sort/parameters/enabled".into(),
+            "Y\n".into(),
+        );
+        let err = d.claim().unwrap_err();
+        assert!(
+            err.to_string().contains("the damon_lru_sort module"),
+            "{err}"
+        );
+        assert!(d.files().writes.is_empty(), "nothing created");
     }
 
     #[test]

@@ -134,6 +134,27 @@ pub fn probe_damon(roots: &Roots, euid: u32) -> SourceReport {
             remedy: None,
         };
     }
+    // These modules take DAMON exclusively: no sysfs kdamond can start while one runs, and
+    // theirs are not listed among the sysfs kdamonds.
+    for module in ["damon_reclaim", "damon_lru_sort"] {
+        let enabled = roots
+            .sys
+            .join("module")
+            .join(module)
+            .join("parameters/enabled");
+        if read_trim(&enabled).as_deref() == Some("Y") {
+            return unusable(
+                format!(
+                    "the {module} module holds DAMON exclusively ({} is Y)",
+                    enabled.display()
+                ),
+                &format!(
+                    "write N to {} if that module is not needed, or use --source proc",
+                    enabled.display()
+                ),
+            );
+        }
+    }
     if let Some(&index) = running.first() {
         return unusable(
             format!(
@@ -387,6 +408,17 @@ mod tests {
             !remedy.contains("DAMON_RECLAIM"),
             "its kdamonds are not listed here"
         );
+
+        // A module holding DAMON exclusively is named, whatever the kdamonds show.
+        let enabled = roots.sys.join("module/damon_reclaim/parameters/enabled");
+        write(enabled.clone(), "Y\n");
+        let r = probe_damon(&roots, 0);
+        assert!(
+            !r.usable && r.detail.contains("damon_reclaim module"),
+            "{r:?}"
+        );
+        assert!(r.remedy.unwrap().contains("write N to"));
+        write(enabled, "N\n");
 
         // ...unless it is objtier's own, by a live daemon.
         write(roots.damon_owner_file.clone(), "4242\n");
