@@ -128,13 +128,25 @@ fn other_threads(proc_root: &Path, pid: u32) -> Vec<u32> {
     tids
 }
 
+/// The online CPUs to open `event` on: those its PMU covers (a hybrid Intel part's `cpu_core`
+/// and `cpu_atom` each cover one type of core; an event opened on a CPU of the other type
+/// would sample nothing there, or be refused), else all of them.
+fn cpus_to_open(event: &SampleEvent, online: &[u32]) -> Vec<u32> {
+    match &event.cpus {
+        Some(covered) => online
+            .iter()
+            .copied()
+            .filter(|c| covered.contains(c))
+            .collect(),
+        None => online.to_vec(),
+    }
+}
+
 /// Opens the configured event (`--event`), or the best hardware one this machine has.
 pub fn open(config: &DaemonConfig) -> anyhow::Result<PerfSource> {
     let mut events = match &config.perf_event {
-        Some(spec) => vec![
-            objtier_sys::perf::event::parse_event(&config.sys_root, spec)
-                .map_err(|e| anyhow::anyhow!("--event {spec}: {e}"))?,
-        ],
+        Some(spec) => objtier_sys::perf::event::parse_event(&config.sys_root, spec)
+            .map_err(|e| anyhow::anyhow!("--event {spec}: {e}"))?,
         None => objtier_sys::perf::event::discover(&config.sys_root)
             .map_err(|e| anyhow::anyhow!("{e}"))?,
     };
@@ -151,17 +163,7 @@ pub fn open(config: &DaemonConfig) -> anyhow::Result<PerfSource> {
         }
     }
     let online = objtier_sys::perf::online_cpus(&config.sys_root)?;
-    let cpus: Vec<Vec<u32>> = events
-        .iter()
-        .map(|e| match &e.cpus {
-            Some(covered) => online
-                .iter()
-                .copied()
-                .filter(|c| covered.contains(c))
-                .collect(),
-            None => online.clone(),
-        })
-        .collect();
+    let cpus: Vec<Vec<u32>> = events.iter().map(|e| cpus_to_open(e, &online)).collect();
     let mut rings = Vec::new();
     for (i, event) in events.iter().enumerate() {
         if event.address_from == AddressFrom::SpeAux {
@@ -504,6 +506,25 @@ mod tests {
         }
         assert_eq!(other_threads(dir.path(), 42), vec![43, 45]);
         assert!(other_threads(dir.path(), 7).is_empty(), "gone: none");
+    }
+
+    /// Hybrid Intel: each core PMU's events go on that PMU's online CPUs only, so the P-cores
+    /// and the E-cores are both sampled, each by its own PMU.
+    #[test]
+    fn each_event_is_opened_on_the_online_cpus_its_pmu_covers() {
+        let event = |cpus: Option<Vec<u32>>| SampleEvent {
+            cpus,
+            ..spe_event()
+        };
+        let online: Vec<u32> = (0..20).collect(); // CPUs 20-23 offline
+        let core = event(Some((0..8).chain(16..24).collect()));
+        let atom = event(Some((8..16).collect()));
+        assert_eq!(
+            cpus_to_open(&core, &online),
+            (0..8).chain(16..20).collect::<Vec<u32>>()
+        );
+        assert_eq!(cpus_to_open(&atom, &online), (8..16).collect::<Vec<u32>>());
+        assert_eq!(cpus_to_open(&event(None), &online), online);
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! Which sampling event to use: discovered from `/sys/bus/event_source/devices` (the PMUs the
 //! kernel registered, their named events and their config formats), or named with `--event`.
 //!
-//! - Intel PEBS: the `cpu` (or hybrid `cpu_core`) PMU's `mem-loads` event (precise, with a load
-//!   latency threshold) and `mem-stores`, sampling the data address, latency and data source.
+//! - Intel PEBS: the `cpu` PMU's `mem-loads` event (precise, with a load latency threshold) and
+//!   `mem-stores`, sampling the data address, latency and data source. Hybrid parts have one
+//!   core PMU per core type (`cpu_core` for P-cores, `cpu_atom` for E-cores), each listing its
+//!   CPUs in its `cpus` file: each one's events are opened on its own CPUs only, so that E-cores
+//!   are sampled too.
 //! - AMD IBS: the `ibs_op` PMU; the data address comes in the raw IBS registers.
 //! - Arm SPE: the `arm_spe_*` PMU (one per CPU type on heterogeneous machines), sampling loads
 //!   and stores (`load_filter`, `store_filter`, `jitter` from its `format/` files; no physical
@@ -60,8 +63,8 @@ pub struct SampleEvent {
     pub period: u64,
     /// The smallest period the PMU takes (Arm SPE's `caps/min_interval`); 1 elsewhere.
     pub min_period: u64,
-    /// The CPUs the PMU covers, where it says (`<pmu>/cpumask`; Arm SPE may cover only one
-    /// type of core); `None` for every online CPU.
+    /// The CPUs the PMU covers, where it says ([`pmu_cpus`]: hybrid Intel's `cpu_core` and
+    /// `cpu_atom` each cover one type of core, as may Arm SPE); `None` for every online CPU.
     pub cpus: Option<Vec<u32>>,
     pub address_from: AddressFrom,
 }
@@ -130,6 +133,21 @@ pub fn encode_terms(pmu_dir: &Path, terms: &str) -> Result<[u64; 3], String> {
     Ok(words)
 }
 
+/// The CPUs a PMU covers: its `cpus` file (hybrid Intel core PMUs), else its `cpumask` (Arm
+/// SPE), in the kernel's list format ("0-7,16-23"); `None` when it has neither, which means
+/// every CPU (the `cpu` PMU of a non-hybrid part, `ibs_op`).
+pub fn pmu_cpus(pmu_dir: &Path) -> Result<Option<Vec<u32>>, String> {
+    for file in ["cpus", "cpumask"] {
+        let path = pmu_dir.join(file);
+        if let Some(text) = read_trim(&path) {
+            return crate::topology::parse_list(&text)
+                .map(Some)
+                .ok_or_else(|| format!("{} is not a CPU list: {text:?}", path.display()));
+        }
+    }
+    Ok(None)
+}
+
 fn pmu_type(pmu_dir: &Path) -> Result<u32, String> {
     read_trim(&pmu_dir.join("type"))
         .and_then(|t| t.parse().ok())
@@ -157,7 +175,7 @@ fn named_event(devices: &Path, pmu: &str, name: &str) -> Result<SampleEvent, Str
             | PERF_SAMPLE_DATA_SRC) as u64,
         period: DEFAULT_PERIOD,
         min_period: 1,
-        cpus: None,
+        cpus: pmu_cpus(&dir)?,
         address_from: AddressFrom::SampleAddr,
     })
 }
@@ -176,7 +194,7 @@ fn ibs_op(devices: &Path) -> Result<SampleEvent, String> {
             as u64,
         period: DEFAULT_PERIOD,
         min_period: 1,
-        cpus: None,
+        cpus: pmu_cpus(&dir)?,
         address_from: AddressFrom::IbsRaw,
     })
 }
@@ -197,7 +215,7 @@ fn arm_spe(devices: &Path, pmu: &str, terms: &str) -> Result<SampleEvent, String
         .and_then(|t| t.parse::<u64>().ok())
         .unwrap_or(1)
         .max(1);
-    let cpus = read_trim(&dir.join("cpumask")).and_then(|t| crate::topology::parse_list(&t));
+    let cpus = pmu_cpus(&dir)?;
     Ok(SampleEvent {
         name: format!("Arm SPE loads and stores ({pmu})"),
         pmu_type: pmu_type(&dir)?,
@@ -245,19 +263,49 @@ fn pmus(devices: &Path) -> Vec<String> {
     names
 }
 
+/// Intel's core PMUs: `cpu`, or on hybrid parts one per core type (P-cores first).
+const INTEL_CORE_PMUS: [&str; 3] = ["cpu_core", "cpu_atom", "cpu"];
+
+/// The core PMUs that have event `name` and cover at least one CPU (a hybrid part with its
+/// E-cores switched off keeps a `cpu_atom` with an empty `cpus`).
+fn core_pmus_with(devices: &Path, name: &str) -> Vec<&'static str> {
+    INTEL_CORE_PMUS
+        .into_iter()
+        .filter(|pmu| devices.join(pmu).join("events").join(name).exists())
+        .filter(|pmu| !matches!(pmu_cpus(&devices.join(pmu)), Ok(Some(cpus)) if cpus.is_empty()))
+        .collect()
+}
+
+/// Event `name` (`mem-loads`, `mem-stores`) of every core PMU that has it, each on its CPUs.
+fn named_on_every_core_pmu(devices: &Path, name: &str) -> Result<Vec<SampleEvent>, String> {
+    let pmus = core_pmus_with(devices, name);
+    if pmus.is_empty() {
+        return Err(format!(
+            "no CPU PMU has a {name} event (looked for {} in {})",
+            INTEL_CORE_PMUS.join(", "),
+            devices.display()
+        ));
+    }
+    pmus.into_iter()
+        .map(|pmu| named_event(devices, pmu, name))
+        .collect()
+}
+
 /// The best hardware address-sampling events this machine offers (loads, and stores where
-/// separate), or why there are none.
+/// separate, of every core PMU that has them), or why there are none.
 pub fn discover(sys_root: &Path) -> Result<Vec<SampleEvent>, String> {
     let devices = sys_root.join("bus/event_source/devices");
     let names = pmus(&devices);
-    for pmu in ["cpu_core", "cpu"] {
-        if devices.join(pmu).join("events/mem-loads").exists() {
-            let mut events = vec![named_event(&devices, pmu, "mem-loads")?];
+    let load_pmus = core_pmus_with(&devices, "mem-loads");
+    if !load_pmus.is_empty() {
+        let mut events = Vec::new();
+        for pmu in load_pmus {
+            events.push(named_event(&devices, pmu, "mem-loads")?);
             if let Ok(stores) = named_event(&devices, pmu, "mem-stores") {
                 events.push(stores);
             }
-            return Ok(events);
         }
+        return Ok(events);
     }
     if names.iter().any(|n| n == "ibs_op") {
         return Ok(vec![ibs_op(&devices)?]);
@@ -280,28 +328,30 @@ pub fn discover(sys_root: &Path) -> Result<Vec<SampleEvent>, String> {
     ))
 }
 
-/// An event given with `--event`: `page-faults`, `mem-loads`, `mem-stores`, `ibs-op`, `spe`, or
-/// `PMU/TERMS/` (e.g. `cpu/event=0xd1,umask=0x20/` for a raw PEBS event, terms encoded with the
-/// PMU's format files; `arm_spe_0/load_filter=1,min_latency=64/` for SPE with other filters).
-pub fn parse_event(sys_root: &Path, spec: &str) -> Result<SampleEvent, String> {
+/// The events given with `--event`: `page-faults`, `mem-loads`, `mem-stores` (one per core PMU
+/// that has it, on hybrid parts), `ibs-op`, `spe`, or `PMU/TERMS/` (e.g.
+/// `cpu/event=0xd1,umask=0x20/` for a raw PEBS event, terms encoded with the PMU's format files;
+/// `arm_spe_0/load_filter=1,min_latency=64/` for SPE with other filters).
+pub fn parse_event(sys_root: &Path, spec: &str) -> Result<Vec<SampleEvent>, String> {
     let devices = sys_root.join("bus/event_source/devices");
-    let cpu_pmu = || {
-        ["cpu_core", "cpu"]
-            .into_iter()
-            .find(|p| devices.join(p).exists())
-            .ok_or_else(|| "this machine has no CPU PMU (no cpu in event sources)".to_string())
-    };
     match spec.trim() {
+        "mem-loads" | "mem-stores" => named_on_every_core_pmu(&devices, spec.trim()),
+        other => parse_one_event(&devices, other).map(|e| vec![e]),
+    }
+}
+
+/// An `--event` that is one event everywhere.
+fn parse_one_event(devices: &Path, spec: &str) -> Result<SampleEvent, String> {
+    match spec {
         "page-faults" | "faults" => Ok(page_faults()),
-        "mem-loads" | "mem-stores" => named_event(&devices, cpu_pmu()?, spec.trim()),
-        "ibs-op" | "ibs_op" => ibs_op(&devices),
+        "ibs-op" | "ibs_op" => ibs_op(devices),
         "spe" | "arm-spe" | "arm_spe" => {
-            let names = pmus(&devices);
+            let names = pmus(devices);
             let pmu = names
                 .iter()
                 .find(|n| n.starts_with("arm_spe"))
                 .ok_or_else(|| "this machine has no Arm SPE PMU (no arm_spe_*)".to_string())?;
-            arm_spe(&devices, pmu, SPE_TERMS)
+            arm_spe(devices, pmu, SPE_TERMS)
         }
         other => {
             let inner = other
@@ -318,11 +368,11 @@ pub fn parse_event(sys_root: &Path, spec: &str) -> Result<SampleEvent, String> {
             if !dir.exists() {
                 return Err(format!(
                     "no PMU named {pmu:?} (event sources: {})",
-                    pmus(&devices).join(", ")
+                    pmus(devices).join(", ")
                 ));
             }
             if pmu.starts_with("arm_spe") {
-                let mut event = arm_spe(&devices, pmu, terms)?;
+                let mut event = arm_spe(devices, pmu, terms)?;
                 event.name = format!("{pmu}/{terms}/");
                 return Ok(event);
             }
@@ -338,7 +388,7 @@ pub fn parse_event(sys_root: &Path, spec: &str) -> Result<SampleEvent, String> {
                 sample_type: (PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR) as u64,
                 period: DEFAULT_PERIOD,
                 min_period: 1,
-                cpus: None,
+                cpus: pmu_cpus(&dir)?,
                 address_from: AddressFrom::SampleAddr,
             })
         }
@@ -382,7 +432,9 @@ mod tests {
         assert!(loads.name.contains("mem-loads"));
         assert_eq!(events[1].config, 0x82d0);
         let raw = parse_event(tree.path(), "cpu/event=0xd1,umask=0x20/").unwrap();
-        assert_eq!(raw.config, 0x20d1);
+        assert_eq!(raw.len(), 1);
+        assert_eq!(raw[0].config, 0x20d1);
+        assert_eq!(loads.cpus, None, "a non-hybrid cpu PMU covers every CPU");
     }
 
     #[test]
@@ -401,7 +453,7 @@ mod tests {
             "{err}"
         );
         assert_eq!(
-            parse_event(dir.path(), "page-faults").unwrap().pmu_type,
+            parse_event(dir.path(), "page-faults").unwrap()[0].pmu_type,
             PERF_TYPE_SOFTWARE
         );
         assert!(parse_event(dir.path(), "mem-loads")
@@ -470,12 +522,16 @@ mod tests {
         std::fs::write(caps.join("min_interval"), "8192\n").unwrap();
         assert_eq!(discover(tree.path()).unwrap()[0].period, 8192);
         // Named, or with other terms (the format files encode them).
-        assert_eq!(parse_event(tree.path(), "spe").unwrap().config, spe.config);
+        assert_eq!(
+            parse_event(tree.path(), "spe").unwrap()[0].config,
+            spe.config
+        );
         let custom = parse_event(
             tree.path(),
             "arm_spe_0/load_filter=1,ts_enable=1,min_latency=64/",
         )
-        .unwrap();
+        .unwrap()
+        .remove(0);
         assert_eq!((custom.config, custom.config2), ((1 << 33) | 1, 64));
         assert_eq!(custom.address_from, AddressFrom::SpeAux);
         assert!(parse_event(tree.path(), "arm_spe_0/nonsense=1/")
@@ -484,6 +540,104 @@ mod tests {
         assert!(parse_event(intel_tree().path(), "spe")
             .unwrap_err()
             .contains("no Arm SPE"));
+    }
+
+    /// A hybrid Intel tree (Alder Lake and later): `cpu_core` for the P-cores and `cpu_atom`
+    /// for the E-cores, each with its own type, events, formats and `cpus` list.
+    fn hybrid_tree() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let devices = dir.path().join("bus/event_source/devices");
+        for (pmu, ty, cpus, loads, stores) in [
+            (
+                "cpu_core",
+                "4",
+                "0-7,16-23\n",
+                "event=0xcd,umask=0x1,ldlat=3\n",
+                "event=0xcd,umask=0x2\n",
+            ),
+            (
+                "cpu_atom",
+                "10",
+                "8-15\n",
+                "event=0xd0,umask=0x5,ldlat=3\n",
+                "event=0xd0,umask=0x6\n",
+            ),
+        ] {
+            let d = devices.join(pmu);
+            std::fs::create_dir_all(d.join("events")).unwrap();
+            std::fs::create_dir_all(d.join("format")).unwrap();
+            std::fs::write(d.join("type"), ty).unwrap();
+            std::fs::write(d.join("cpus"), cpus).unwrap();
+            std::fs::write(d.join("events/mem-loads"), loads).unwrap();
+            std::fs::write(d.join("events/mem-stores"), stores).unwrap();
+            std::fs::write(d.join("format/event"), "config:0-7\n").unwrap();
+            std::fs::write(d.join("format/umask"), "config:8-15\n").unwrap();
+            std::fs::write(d.join("format/ldlat"), "config1:0-15\n").unwrap();
+        }
+        std::fs::create_dir_all(devices.join("software")).unwrap();
+        dir
+    }
+
+    #[test]
+    fn hybrid_intel_samples_p_and_e_cores_each_on_its_own_cpus() {
+        let tree = hybrid_tree();
+        let events = discover(tree.path()).unwrap();
+        let seen: Vec<(&str, u32, Option<Vec<u32>>)> = events
+            .iter()
+            .map(|e| (e.name.as_str(), e.pmu_type, e.cpus.clone()))
+            .collect();
+        let core_cpus: Vec<u32> = (0..8).chain(16..24).collect();
+        let atom_cpus: Vec<u32> = (8..16).collect();
+        assert_eq!(
+            seen,
+            vec![
+                (
+                    "Intel PEBS mem-loads (cpu_core)",
+                    4,
+                    Some(core_cpus.clone())
+                ),
+                (
+                    "Intel PEBS mem-stores (cpu_core)",
+                    4,
+                    Some(core_cpus.clone())
+                ),
+                (
+                    "Intel PEBS mem-loads (cpu_atom)",
+                    10,
+                    Some(atom_cpus.clone())
+                ),
+                (
+                    "Intel PEBS mem-stores (cpu_atom)",
+                    10,
+                    Some(atom_cpus.clone())
+                ),
+            ]
+        );
+        // Named, mem-loads is both PMUs' too.
+        let named = parse_event(tree.path(), "mem-loads").unwrap();
+        let pmus: Vec<(u32, Option<Vec<u32>>)> =
+            named.iter().map(|e| (e.pmu_type, e.cpus.clone())).collect();
+        assert_eq!(pmus, vec![(4, Some(core_cpus)), (10, Some(atom_cpus))]);
+        // E-cores switched off: cpu_atom stays, with no CPUs; it is left out.
+        let atom = tree.path().join("bus/event_source/devices/cpu_atom");
+        std::fs::write(atom.join("cpus"), "\n").unwrap();
+        let events = discover(tree.path()).unwrap();
+        assert!(events.iter().all(|e| e.pmu_type == 4), "{events:?}");
+        // A list the kernel would not write is an error, not every CPU.
+        std::fs::write(atom.join("cpus"), "8-x\n").unwrap();
+        assert!(discover(tree.path())
+            .unwrap_err()
+            .contains("not a CPU list"));
+    }
+
+    #[test]
+    fn pmu_cpus_reads_cpus_then_cpumask() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(pmu_cpus(dir.path()), Ok(None));
+        std::fs::write(dir.path().join("cpumask"), "0-3\n").unwrap();
+        assert_eq!(pmu_cpus(dir.path()), Ok(Some(vec![0, 1, 2, 3])));
+        std::fs::write(dir.path().join("cpus"), "4,6-7\n").unwrap();
+        assert_eq!(pmu_cpus(dir.path()), Ok(Some(vec![4, 6, 7])));
     }
 
     #[test]
