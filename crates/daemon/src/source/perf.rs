@@ -109,6 +109,10 @@ fn explain(event: &SampleEvent, cpu: u32, e: std::io::Error) -> anyhow::Error {
             "this machine's PMU does not offer it (a VM without PMU passthrough?)".into()
         }
         Some(libc::EINVAL) => "the kernel refused its attributes (wrong --event terms?)".into(),
+        Some(libc::ENODATA) => "the kernel wants it in a group it is not in (Intel mem-loads \
+             sampling its data source needs mem-loads-aux to lead its group; the PMU lists no \
+             mem-loads-aux event in sysfs?)"
+            .into(),
         _ => "see perf_event_open(2)".into(),
     };
     anyhow::anyhow!("cannot sample {} on CPU {cpu}: {e}; {hint}", event.name)
@@ -350,6 +354,7 @@ mod tests {
             min_period: 256,
             cpus: Some(vec![0]),
             address_from: AddressFrom::SpeAux,
+            group_leader: None,
         }
     }
 

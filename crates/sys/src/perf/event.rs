@@ -6,6 +6,9 @@
 //!   core PMU per core type (`cpu_core` for P-cores, `cpu_atom` for E-cores), each listing its
 //!   CPUs in its `cpus` file: each one's events are opened on its own CPUs only, so that E-cores
 //!   are sampled too.
+//!   Where the PMU has a `mem-loads-aux` event (Sapphire Rapids and later, hybrid P-cores), the
+//!   kernel refuses a `mem-loads` that asks for the data source unless that event leads its
+//!   group ([`GroupLeader`]).
 //! - AMD IBS: the `ibs_op` PMU; the data address comes in the raw IBS registers.
 //! - Arm SPE: the `arm_spe_*` PMU (one per CPU type on heterogeneous machines), sampling loads
 //!   and stores (`load_filter`, `store_filter`, `jitter` from its `format/` files; no physical
@@ -48,6 +51,25 @@ pub enum AddressFrom {
     SpeAux,
 }
 
+/// An event of the sampling event's PMU opened first on each CPU, as the leader of the sampling
+/// event's group: counting only (no period, no PEBS), its count never read.
+///
+/// Intel's `mem-loads-aux` (`event=0x03,umask=0x82`): from Sapphire Rapids on, and on hybrid
+/// P-cores, the load-latency event reports its data source correctly only while this auxiliary
+/// event is scheduled with it, so `intel_pmu_hw_config` (arch/x86/events/intel/core.c) fails a
+/// `mem-loads` that samples `PERF_SAMPLE_DATA_SRC` with `ENODATA` unless the aux event is its
+/// group leader or a sibling before it. `perf mem` opens `{mem-loads-aux,mem-loads}` for the
+/// same reason (tools/perf/arch/x86/util/mem-events.c). It must not be precise:
+/// `x86_pmu_hw_config` refuses PEBS on an event that does not sample (`EINVAL`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupLeader {
+    /// Its sysfs name, for messages: `mem-loads-aux`.
+    pub name: String,
+    pub config: u64,
+    pub config1: u64,
+    pub config2: u64,
+}
+
 /// A sampling event, ready for `perf_event_open`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SampleEvent {
@@ -67,6 +89,8 @@ pub struct SampleEvent {
     /// `cpu_atom` each cover one type of core, as may Arm SPE); `None` for every online CPU.
     pub cpus: Option<Vec<u32>>,
     pub address_from: AddressFrom,
+    /// The event to open before this one on each CPU, leading its group; this one samples.
+    pub group_leader: Option<GroupLeader>,
 }
 
 fn read_trim(path: &Path) -> Option<String> {
@@ -154,12 +178,34 @@ fn pmu_type(pmu_dir: &Path) -> Result<u32, String> {
         .ok_or_else(|| format!("cannot read {}", pmu_dir.join("type").display()))
 }
 
+/// The name of the event that must lead a `mem-loads` group where the PMU has it.
+pub const MEM_LOADS_AUX: &str = "mem-loads-aux";
+
+/// `mem-loads-aux` of the PMU in `pmu_dir`, when it has one and `name` is the event that needs
+/// it (`mem-loads`; stores do not).
+fn mem_loads_leader(pmu_dir: &Path, name: &str) -> Result<Option<GroupLeader>, String> {
+    if name != "mem-loads" {
+        return Ok(None);
+    }
+    let Some(terms) = read_trim(&pmu_dir.join("events").join(MEM_LOADS_AUX)) else {
+        return Ok(None);
+    };
+    let [config, config1, config2] = encode_terms(pmu_dir, &terms)?;
+    Ok(Some(GroupLeader {
+        name: MEM_LOADS_AUX.into(),
+        config,
+        config1,
+        config2,
+    }))
+}
+
 /// A named event of a PMU (`<pmu>/events/<name>`), e.g. `mem-loads` of `cpu`.
 fn named_event(devices: &Path, pmu: &str, name: &str) -> Result<SampleEvent, String> {
     let dir = devices.join(pmu);
     let terms = read_trim(&dir.join("events").join(name))
         .ok_or_else(|| format!("the {pmu} PMU has no {name} event"))?;
     let [config, config1, _] = encode_terms(&dir, &terms)?;
+    let group_leader = mem_loads_leader(&dir, name)?;
     Ok(SampleEvent {
         name: format!("Intel PEBS {name} ({pmu})"),
         pmu_type: pmu_type(&dir)?,
@@ -177,6 +223,7 @@ fn named_event(devices: &Path, pmu: &str, name: &str) -> Result<SampleEvent, Str
         min_period: 1,
         cpus: pmu_cpus(&dir)?,
         address_from: AddressFrom::SampleAddr,
+        group_leader,
     })
 }
 
@@ -196,6 +243,7 @@ fn ibs_op(devices: &Path) -> Result<SampleEvent, String> {
         min_period: 1,
         cpus: pmu_cpus(&dir)?,
         address_from: AddressFrom::IbsRaw,
+        group_leader: None,
     })
 }
 
@@ -230,6 +278,7 @@ fn arm_spe(devices: &Path, pmu: &str, terms: &str) -> Result<SampleEvent, String
         min_period,
         cpus,
         address_from: AddressFrom::SpeAux,
+        group_leader: None,
     })
 }
 
@@ -248,6 +297,7 @@ fn page_faults() -> SampleEvent {
         min_period: 1,
         cpus: None,
         address_from: AddressFrom::SampleAddr,
+        group_leader: None,
     }
 }
 
@@ -390,6 +440,7 @@ fn parse_one_event(devices: &Path, spec: &str) -> Result<SampleEvent, String> {
                 min_period: 1,
                 cpus: pmu_cpus(&dir)?,
                 address_from: AddressFrom::SampleAddr,
+                group_leader: None,
             })
         }
     }
@@ -435,6 +486,38 @@ mod tests {
         assert_eq!(raw.len(), 1);
         assert_eq!(raw[0].config, 0x20d1);
         assert_eq!(loads.cpus, None, "a non-hybrid cpu PMU covers every CPU");
+        assert_eq!(
+            loads.group_leader, None,
+            "no mem-loads-aux before Sapphire Rapids"
+        );
+    }
+
+    /// Sapphire Rapids: `cpu` has `mem-loads-aux` (`EVENT_ATTR_STR(mem-loads-aux, ...,
+    /// "event=0x03,umask=0x82")` in arch/x86/events/intel/core.c), which must lead mem-loads.
+    #[test]
+    fn mem_loads_is_led_by_mem_loads_aux_where_the_pmu_has_it() {
+        let tree = intel_tree();
+        let cpu = tree.path().join("bus/event_source/devices/cpu");
+        std::fs::write(cpu.join("events/mem-loads-aux"), "event=0x03,umask=0x82\n").unwrap();
+        let events = discover(tree.path()).unwrap();
+        let loads = &events[0];
+        assert_eq!(
+            loads.group_leader,
+            Some(GroupLeader {
+                name: "mem-loads-aux".into(),
+                config: 0x8203,
+                config1: 0,
+                config2: 0,
+            })
+        );
+        assert_ne!(
+            loads.sample_type & PERF_SAMPLE_DATA_SRC as u64,
+            0,
+            "the data source is why the group is needed, and kept"
+        );
+        assert_eq!(events[1].group_leader, None, "mem-stores stands alone");
+        let named = parse_event(tree.path(), "mem-loads").unwrap();
+        assert_eq!(named[0].group_leader, loads.group_leader);
     }
 
     #[test]
