@@ -2,7 +2,9 @@
 //! paper's setup; per-process events were reported to sample unevenly across cores), each
 //! sample's data address kept when its process is attached. Samples are drained from the rings
 //! at every wake-up of the daemon's loop, so a busy interval does not overflow them, and
-//! counted per page until the interval ends.
+//! counted per page until the interval ends. AMD IBS cannot be told to leave out the kernel, so
+//! its samples taken there (instruction or data address in the kernel's half) are dropped here
+//! and counted apart.
 //!
 //! Arm SPE is the exception: its packets name no process, so its event is opened per attached
 //! process on each CPU the PMU covers (when [`Source::follow`] first sees the process, with its
@@ -17,7 +19,7 @@ use super::{AccessKind, Observation, Source, Target};
 use crate::config::DaemonConfig;
 use objtier_sys::perf::event::{AddressFrom, SampleEvent};
 use objtier_sys::perf::ring::{PerfRing, Record};
-use objtier_sys::perf::sample::{parse_ibs_op_raw, MemOp};
+use objtier_sys::perf::sample::{is_kernel_address, parse_ibs_op_raw, MemOp};
 use objtier_sys::perf::spe;
 use objtier_wire::PAGE_SIZE;
 use std::collections::{HashMap, HashSet};
@@ -45,10 +47,17 @@ struct Tally {
     lost: u64,
     /// Samples that had no data address, or a process not attached.
     ignored: u64,
+    /// Samples taken in the kernel, dropped: those of a PMU that cannot leave them out (AMD
+    /// IBS), and any with a kernel data address.
+    kernel: u64,
 }
 
 impl Tally {
     fn count(&mut self, pid: u32, addr: u64, op: MemOp) {
+        if is_kernel_address(addr) {
+            self.kernel += 1;
+            return;
+        }
         if addr == 0 || !self.pids.contains(&pid) {
             self.ignored += 1;
             return;
@@ -67,7 +76,15 @@ impl Tally {
             Record::Sample(s) => {
                 let (addr, op) = match from {
                     AddressFrom::SampleAddr => (s.addr, s.mem_op()),
-                    AddressFrom::IbsRaw => parse_ibs_op_raw(&s.raw).unwrap_or((0, MemOp::Unknown)),
+                    AddressFrom::IbsRaw => match parse_ibs_op_raw(&s.raw) {
+                        // IBS samples the kernel too (it takes no exclude flag).
+                        Some(ibs) if ibs.in_kernel() => {
+                            self.kernel += 1;
+                            return;
+                        }
+                        Some(ibs) => (ibs.addr, ibs.op),
+                        None => (0, MemOp::Unknown),
+                    },
                     // SPE writes no samples; its data comes as AUX chunks.
                     AddressFrom::SpeAux => (0, MemOp::Unknown),
                 };
@@ -204,6 +221,11 @@ impl PerfSource {
         self.tally.ignored
     }
 
+    /// Samples taken in the kernel, dropped (see `Tally::kernel`).
+    pub fn kernel_samples(&self) -> u64 {
+        self.tally.kernel
+    }
+
     fn drain(&mut self) {
         let spe_rings = self.spe.values_mut().flatten();
         for (i, ring) in self.rings.iter_mut().chain(spe_rings) {
@@ -336,6 +358,7 @@ impl Source for PerfSource {
 mod tests {
     use super::*;
     use objtier_sys::perf::aux::{parse_aux_record, AuxArea, AuxReader};
+    use objtier_sys::perf::sample::Sample;
     use perf_event_open_sys::bindings::{
         perf_event_mmap_page, PERF_AUX_FLAG_TRUNCATED, PERF_SAMPLE_TID,
     };
@@ -349,6 +372,7 @@ mod tests {
             config2: 0,
             precise_ip: 0,
             exclude_kernel: true,
+            exclude_hv: true,
             sample_type: PERF_SAMPLE_TID as u64,
             period: 4096,
             min_period: 256,
@@ -501,6 +525,57 @@ mod tests {
         );
         assert_eq!(perf.observe().unwrap().len(), 1);
         assert_eq!(perf.ignored(), 1);
+    }
+
+    /// An AMD IBS op sample as the ring hands it over: TID, then RAW (caps + IBS MSRs).
+    fn ibs_sample(pid: u32, ip: u64, data_addr: u64) -> Sample {
+        let load_with_valid_address = 1u64 | (1 << 17);
+        let mut raw = 0u32.to_ne_bytes().to_vec();
+        for msr in [0, ip, 0, 0, load_with_valid_address, data_addr, 0] {
+            raw.extend(msr.to_ne_bytes());
+        }
+        Sample {
+            pid,
+            tid: pid,
+            raw,
+            ..Sample::default()
+        }
+    }
+
+    /// IBS is opened without exclude flags, so kernel samples arrive: an op whose instruction
+    /// or data is in the kernel is dropped and counted, never observed.
+    #[test]
+    fn ibs_kernel_samples_are_dropped_and_counted() {
+        let mut perf = source(&[5]);
+        let user_ip = 0x5555_0000_1000;
+        for sample in [
+            ibs_sample(5, user_ip, 0x7f00_0000_3008),
+            // A syscall of the attached process, touching kernel data.
+            ibs_sample(5, 0xffff_ffff_8100_1234, 0xffff_8880_1234_5000),
+            // The kernel copying from the process's memory (copy_from_user).
+            ibs_sample(5, 0xffff_ffff_8100_1234, 0x7f00_0000_3010),
+        ] {
+            perf.tally
+                .record(AddressFrom::IbsRaw, Record::Sample(sample));
+        }
+        let observed = perf.observe().unwrap();
+        assert_eq!(observed.len(), 1, "{observed:?}");
+        assert_eq!(
+            (observed[0].start, observed[0].weight),
+            (0x7f00_0000_3000, 1.0)
+        );
+        assert_eq!(perf.kernel_samples(), 2);
+        assert_eq!(perf.ignored(), 0, "kernel samples are counted apart");
+        // PEBS never samples the kernel, but a kernel data address is never a page to move.
+        let pebs = Sample {
+            pid: 5,
+            addr: 0xffff_8880_0000_0040,
+            ..Sample::default()
+        };
+        perf.tally
+            .record(AddressFrom::SampleAddr, Record::Sample(pebs));
+        assert!(perf.observe().unwrap().is_empty());
+        assert_eq!(perf.kernel_samples(), 3);
     }
 
     #[test]

@@ -80,7 +80,12 @@ pub struct SampleEvent {
     pub config1: u64,
     pub config2: u64,
     pub precise_ip: u8,
+    /// Ask the PMU to leave out samples taken in the kernel (`exclude_kernel`).
     pub exclude_kernel: bool,
+    /// Ask the PMU to leave out the hypervisor (`exclude_hv`). False, with `exclude_kernel`,
+    /// where the PMU refuses every exclude flag (AMD IBS); the perf source then drops kernel
+    /// samples itself.
+    pub exclude_hv: bool,
     pub sample_type: u64,
     pub period: u64,
     /// The smallest period the PMU takes (Arm SPE's `caps/min_interval`); 1 elsewhere.
@@ -214,6 +219,7 @@ fn named_event(devices: &Path, pmu: &str, name: &str) -> Result<SampleEvent, Str
         config2: 0,
         precise_ip: 2,
         exclude_kernel: true,
+        exclude_hv: true,
         sample_type: (PERF_SAMPLE_TID
             | PERF_SAMPLE_TIME
             | PERF_SAMPLE_ADDR
@@ -227,6 +233,13 @@ fn named_event(devices: &Path, pmu: &str, name: &str) -> Result<SampleEvent, Str
     })
 }
 
+/// AMD IBS op sampling, with no exclude flag: IBS does not filter by privilege level in
+/// hardware, and the kernel refuses `exclude_kernel`, `exclude_user` and `exclude_hv` on it
+/// with `EINVAL`: for years the IBS PMUs had `PERF_PMU_CAP_NO_EXCLUDE`, and the software filter
+/// added in 2025 (`perf_ibs_init` in arch/x86/events/amd/ibs.c) still refuses them unless
+/// `config2` bit 0 (`swfilt=1`) asks for it, a bit older kernels reject in turn (`config2` must
+/// be 0 there). So every sample comes, and the perf source drops those taken in the kernel
+/// ([`crate::perf::sample::IbsOp::in_kernel`]).
 fn ibs_op(devices: &Path) -> Result<SampleEvent, String> {
     let dir = devices.join("ibs_op");
     Ok(SampleEvent {
@@ -236,7 +249,8 @@ fn ibs_op(devices: &Path) -> Result<SampleEvent, String> {
         config1: 0,
         config2: 0,
         precise_ip: 0,
-        exclude_kernel: true,
+        exclude_kernel: false,
+        exclude_hv: false,
         sample_type: (PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_PERIOD | PERF_SAMPLE_RAW)
             as u64,
         period: DEFAULT_PERIOD,
@@ -272,6 +286,7 @@ fn arm_spe(devices: &Path, pmu: &str, terms: &str) -> Result<SampleEvent, String
         config2,
         precise_ip: 0,
         exclude_kernel: true,
+        exclude_hv: true,
         // No PERF_RECORD_SAMPLEs: the TID is for the sample_id_all trailer of PERF_RECORD_AUX.
         sample_type: PERF_SAMPLE_TID as u64,
         period: DEFAULT_PERIOD.max(min_period),
@@ -291,6 +306,7 @@ fn page_faults() -> SampleEvent {
         config2: 0,
         precise_ip: 0,
         exclude_kernel: false,
+        exclude_hv: true,
         sample_type: (PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR) as u64,
         // Every fault: they are rare next to memory accesses.
         period: 1,
@@ -421,6 +437,13 @@ fn parse_one_event(devices: &Path, spec: &str) -> Result<SampleEvent, String> {
                     pmus(devices).join(", ")
                 ));
             }
+            if pmu == "ibs_op" {
+                // Other IBS op terms (l3missonly, ...), with the same no-exclude attributes.
+                let mut event = ibs_op(devices)?;
+                [event.config, event.config1, event.config2] = encode_terms(&dir, terms)?;
+                event.name = format!("{pmu}/{terms}/");
+                return Ok(event);
+            }
             if pmu.starts_with("arm_spe") {
                 let mut event = arm_spe(devices, pmu, terms)?;
                 event.name = format!("{pmu}/{terms}/");
@@ -435,6 +458,7 @@ fn parse_one_event(devices: &Path, spec: &str) -> Result<SampleEvent, String> {
                 config2,
                 precise_ip: if pmu.starts_with("cpu") { 2 } else { 0 },
                 exclude_kernel: true,
+                exclude_hv: true,
                 sample_type: (PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR) as u64,
                 period: DEFAULT_PERIOD,
                 min_period: 1,
@@ -711,6 +735,27 @@ mod tests {
         assert!(discover(tree.path())
             .unwrap_err()
             .contains("not a CPU list"));
+    }
+
+    /// AMD IBS (`ibs_op`, with Zen 4's `l3missonly` format): no exclude flag, whether found
+    /// or named with other terms, since the kernel refuses them (see `ibs_op`).
+    #[test]
+    fn ibs_events_ask_the_pmu_for_no_exclusion() {
+        let dir = tempfile::tempdir().unwrap();
+        let ibs = dir.path().join("bus/event_source/devices/ibs_op");
+        std::fs::create_dir_all(ibs.join("format")).unwrap();
+        std::fs::write(ibs.join("type"), "11\n").unwrap();
+        std::fs::write(ibs.join("format/l3missonly"), "config:16\n").unwrap();
+        let found = discover(dir.path()).unwrap().remove(0);
+        let named = parse_event(dir.path(), "ibs_op/l3missonly=1/")
+            .unwrap()
+            .remove(0);
+        for event in [&found, &named] {
+            assert_eq!(event.address_from, AddressFrom::IbsRaw);
+            assert!(!event.exclude_kernel && !event.exclude_hv, "{event:?}");
+            assert_eq!(event.config2, 0, "no swfilt, which older kernels refuse");
+        }
+        assert_eq!((found.config, named.config), (0, 1 << 16));
     }
 
     #[test]

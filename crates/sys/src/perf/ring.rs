@@ -90,7 +90,7 @@ fn attr_for(event: &SampleEvent) -> perf_event_attr {
     attr.sample_type = event.sample_type;
     attr.set_precise_ip(event.precise_ip as u64);
     attr.set_exclude_kernel(event.exclude_kernel as u64);
-    attr.set_exclude_hv(1);
+    attr.set_exclude_hv(event.exclude_hv as u64);
     attr.set_disabled(1);
     if event.address_from == AddressFrom::SpeAux {
         // Per process: the threads it creates from now on write into the same ring, and each
@@ -113,7 +113,7 @@ fn leader_attr(event: &SampleEvent, leader: &GroupLeader) -> perf_event_attr {
     attr.__bindgen_anon_3.config1 = leader.config1;
     attr.__bindgen_anon_4.config2 = leader.config2;
     attr.set_exclude_kernel(event.exclude_kernel as u64);
-    attr.set_exclude_hv(1);
+    attr.set_exclude_hv(event.exclude_hv as u64);
     attr.set_disabled(1);
     attr
 }
@@ -396,6 +396,7 @@ mod tests {
             config2: 0,
             precise_ip: 2,
             exclude_kernel: true,
+            exclude_hv: true,
             sample_type: (PERF_SAMPLE_TID | PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_SRC) as u64,
             period: 4096,
             min_period: 1,
@@ -431,6 +432,32 @@ mod tests {
         assert_ne!(member.sample_type & PERF_SAMPLE_DATA_SRC as u64, 0);
     }
 
+    /// AMD IBS refuses every exclude flag (EINVAL) on the kernels that do not filter in
+    /// software: none is set, here or on a leader.
+    #[test]
+    fn ibs_is_opened_without_exclude_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let ibs = dir.path().join("bus/event_source/devices/ibs_op");
+        std::fs::create_dir_all(&ibs).unwrap();
+        std::fs::write(ibs.join("type"), "11\n").unwrap();
+        let event = crate::perf::event::discover(dir.path()).unwrap().remove(0);
+        let attr = attr_for(&event);
+        assert_eq!(attr.type_, 11);
+        assert_eq!(
+            (
+                attr.exclude_kernel(),
+                attr.exclude_hv(),
+                attr.exclude_user(),
+                attr.exclude_idle()
+            ),
+            (0, 0, 0, 0)
+        );
+        assert_eq!(unsafe { attr.__bindgen_anon_4.config2 }, 0, "no swfilt");
+        // The PEBS events keep theirs.
+        let pebs = attr_for(&spr_mem_loads());
+        assert_eq!((pebs.exclude_kernel(), pebs.exclude_hv()), (1, 1));
+    }
+
     /// Pins the calling thread to `cpu`; false where it may not run there.
     fn pin_to(cpu: u32) -> bool {
         // SAFETY: a zeroed cpu_set_t with one CPU set, for the calling thread (pid 0).
@@ -456,6 +483,7 @@ mod tests {
             config2: 0,
             precise_ip: 0,
             exclude_kernel: false,
+            exclude_hv: true,
             sample_type: (PERF_SAMPLE_TID | PERF_SAMPLE_ADDR) as u64,
             period: 1,
             min_period: 1,
