@@ -149,6 +149,28 @@ fn other_threads(proc_root: &Path, pid: u32) -> Vec<u32> {
     tids
 }
 
+/// Sets `--ldlat` on the events that have a load-latency threshold (Intel's `mem-loads`); says
+/// so when none has one and the setting is not the default.
+fn set_load_latency(events: &mut [SampleEvent], cycles: u64) -> anyhow::Result<()> {
+    let mut applied = false;
+    for event in events.iter_mut() {
+        applied |= event
+            .set_load_latency(cycles)
+            .map_err(|e| anyhow::anyhow!("--ldlat {cycles}: {}: {e}", event.name))?;
+    }
+    if !applied && cycles != objtier_sys::perf::event::DEFAULT_LDLAT {
+        tracing::warn!(
+            "--ldlat {cycles} has no effect: it applies to Intel's mem-loads, and the events are {}",
+            events
+                .iter()
+                .map(|e| e.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// The online CPUs to open `event` on: those its PMU covers (a hybrid Intel part's `cpu_core`
 /// and `cpu_atom` each cover one type of core; an event opened on a CPU of the other type
 /// would sample nothing there, or be refused), else all of them.
@@ -183,6 +205,7 @@ pub fn open(config: &DaemonConfig) -> anyhow::Result<PerfSource> {
             e.period = period.max(e.min_period);
         }
     }
+    set_load_latency(&mut events, config.perf_ldlat)?;
     let online = objtier_sys::perf::online_cpus(&config.sys_root)?;
     let cpus: Vec<Vec<u32>> = events.iter().map(|e| cpus_to_open(e, &online)).collect();
     let mut rings = Vec::new();
@@ -379,6 +402,7 @@ mod tests {
             cpus: Some(vec![0]),
             address_from: AddressFrom::SpeAux,
             group_leader: None,
+            ldlat_format: None,
         }
     }
 
@@ -605,6 +629,26 @@ mod tests {
         );
         assert_eq!(cpus_to_open(&atom, &online), (8..16).collect::<Vec<u32>>());
         assert_eq!(cpus_to_open(&event(None), &online), online);
+    }
+
+    #[test]
+    fn ldlat_is_set_on_the_events_that_have_one() {
+        let loads = SampleEvent {
+            name: "Intel PEBS mem-loads (cpu)".into(),
+            config1: 30,
+            ldlat_format: Some("config1:0-15".into()),
+            ..spe_event()
+        };
+        let mut events = vec![loads, spe_event()];
+        set_load_latency(&mut events, 64).unwrap();
+        assert_eq!((events[0].config1, events[1].config1), (64, 0));
+        let err = set_load_latency(&mut events, 1 << 20)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--ldlat") && err.contains("mem-loads"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -29,6 +29,13 @@ use std::path::Path;
 /// The paper's sampling period.
 pub const DEFAULT_PERIOD: u64 = 4096;
 
+/// The load-latency threshold of `mem-loads`, in core cycles (`--ldlat`): only loads that took
+/// at least this long are sampled. The kernel's alias says `ldlat=3`, which samples nearly
+/// every load (L1 hits take about 5 cycles); 30 is `perf mem`'s default (tools/perf
+/// `perf_mem_events__loads_ldlat`), past the L1 and most L2 hits, so that samples go to the
+/// loads that reach the caches and memory objtier's tiers differ in.
+pub const DEFAULT_LDLAT: u64 = 30;
+
 /// Where a sample's data address comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AddressFrom {
@@ -96,6 +103,30 @@ pub struct SampleEvent {
     pub address_from: AddressFrom,
     /// The event to open before this one on each CPU, leading its group; this one samples.
     pub group_leader: Option<GroupLeader>,
+    /// The PMU's `format/ldlat` spec (`config1:0-15`), where the load-latency threshold is the
+    /// event's to set ([`SampleEvent::set_load_latency`]): an alias that carries `ldlat`, as
+    /// `mem-loads` does. `None` elsewhere, and for `PMU/TERMS/`, whose `ldlat` is the user's.
+    pub ldlat_format: Option<String>,
+}
+
+impl SampleEvent {
+    /// Sets the load-latency threshold to `cycles`, overriding what the alias said. Returns
+    /// whether the event has one (false: nothing changed); an error for 0, or a value that
+    /// does not fit the PMU's term.
+    pub fn set_load_latency(&mut self, cycles: u64) -> Result<bool, String> {
+        let Some(spec) = &self.ldlat_format else {
+            return Ok(false);
+        };
+        if cycles == 0 {
+            return Err("the load latency threshold must be at least 1 cycle".into());
+        }
+        let mut words = [self.config, self.config1, self.config2];
+        Format::parse(spec)?
+            .replace(cycles, &mut words)
+            .map_err(|e| format!("load latency threshold: {e}"))?;
+        [self.config, self.config1, self.config2] = words;
+        Ok(true)
+    }
 }
 
 fn read_trim(path: &Path) -> Option<String> {
@@ -104,40 +135,79 @@ fn read_trim(path: &Path) -> Option<String> {
         .map(|s| s.trim().to_owned())
 }
 
-/// Sets `value` into the bits a format spec names, e.g. `config:0-7`, `config1:0-15`,
-/// `config:0-7,32-35` (low bits of the value go to the first range). Returns which config word.
-fn encode_term(format: &str, value: u64, words: &mut [u64; 3]) -> Result<(), String> {
-    let (word, ranges) = format
-        .split_once(':')
-        .ok_or_else(|| format!("bad format {format:?}"))?;
-    let slot = match word {
-        "config" => 0,
-        "config1" => 1,
-        "config2" => 2,
-        _ => return Err(format!("unsupported format word {word:?}")),
-    };
-    let mut shift = 0;
-    for range in ranges.split(',') {
-        let (lo, hi) = match range.split_once('-') {
-            Some((a, b)) => (a.parse::<u32>(), b.parse::<u32>()),
-            None => (range.parse::<u32>(), range.parse::<u32>()),
+/// A PMU format spec (`<pmu>/format/<term>`) parsed: which config word a term goes to, and
+/// its bit ranges as (lowest bit, width), the value's low bits going to the first.
+struct Format {
+    slot: usize,
+    ranges: Vec<(u32, u32)>,
+}
+
+impl Format {
+    /// Parses `config:0-7`, `config1:0-15`, `config:0-7,32-35`, `config2:63`.
+    fn parse(format: &str) -> Result<Format, String> {
+        let bad = || format!("bad format {format:?}");
+        let (word, ranges) = format.split_once(':').ok_or_else(bad)?;
+        let slot = match word {
+            "config" => 0,
+            "config1" => 1,
+            "config2" => 2,
+            _ => return Err(format!("unsupported format word {word:?}")),
         };
-        let (lo, hi) = (
-            lo.map_err(|_| format!("bad format {format:?}"))?,
-            hi.map_err(|_| format!("bad format {format:?}"))?,
-        );
-        if lo > hi || hi > 63 {
-            return Err(format!("bad format {format:?}"));
-        }
-        let width = hi - lo + 1;
-        let mask = if width == 64 {
-            u64::MAX
-        } else {
-            (1 << width) - 1
-        };
-        words[slot] |= ((value >> shift) & mask) << lo;
-        shift += width;
+        let ranges = ranges
+            .split(',')
+            .map(|range| {
+                let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+                let (lo, hi) = (
+                    lo.parse::<u32>().map_err(|_| bad())?,
+                    hi.parse::<u32>().map_err(|_| bad())?,
+                );
+                if lo > hi || hi > 63 {
+                    return Err(bad());
+                }
+                Ok((lo, hi - lo + 1))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(Format { slot, ranges })
     }
+
+    /// How many bits of a value the term holds.
+    fn width(&self) -> u32 {
+        self.ranges.iter().map(|&(_, width)| width).sum()
+    }
+
+    fn mask(width: u32) -> u64 {
+        u64::MAX.checked_shr(64 - width).unwrap_or(0)
+    }
+
+    /// ORs `value` into the term's bits.
+    fn encode(&self, value: u64, words: &mut [u64; 3]) {
+        let mut shift = 0;
+        for &(lo, width) in &self.ranges {
+            words[self.slot] |= (value.checked_shr(shift).unwrap_or(0) & Self::mask(width)) << lo;
+            shift += width;
+        }
+    }
+
+    /// Sets the term's bits to `value`, whatever they held; an error if it does not fit.
+    fn replace(&self, value: u64, words: &mut [u64; 3]) -> Result<(), String> {
+        if value & !Self::mask(self.width()) != 0 {
+            return Err(format!(
+                "{value} does not fit the term's {} bits",
+                self.width()
+            ));
+        }
+        for &(lo, width) in &self.ranges {
+            words[self.slot] &= !(Self::mask(width) << lo);
+        }
+        self.encode(value, words);
+        Ok(())
+    }
+}
+
+/// Sets `value` into the bits a format spec names, e.g. `config:0-7`, `config1:0-15`,
+/// `config:0-7,32-35` (low bits of the value go to the first range).
+fn encode_term(format: &str, value: u64, words: &mut [u64; 3]) -> Result<(), String> {
+    Format::parse(format)?.encode(value, words);
     Ok(())
 }
 
@@ -209,14 +279,19 @@ fn named_event(devices: &Path, pmu: &str, name: &str) -> Result<SampleEvent, Str
     let dir = devices.join(pmu);
     let terms = read_trim(&dir.join("events").join(name))
         .ok_or_else(|| format!("the {pmu} PMU has no {name} event"))?;
-    let [config, config1, _] = encode_terms(&dir, &terms)?;
+    let [config, config1, config2] = encode_terms(&dir, &terms)?;
     let group_leader = mem_loads_leader(&dir, name)?;
-    Ok(SampleEvent {
+    let ldlat_format = if has_term(&terms, "ldlat") {
+        read_trim(&dir.join("format/ldlat"))
+    } else {
+        None
+    };
+    let mut event = SampleEvent {
         name: format!("Intel PEBS {name} ({pmu})"),
         pmu_type: pmu_type(&dir)?,
         config,
         config1,
-        config2: 0,
+        config2,
         precise_ip: 2,
         exclude_kernel: true,
         exclude_hv: true,
@@ -230,7 +305,17 @@ fn named_event(devices: &Path, pmu: &str, name: &str) -> Result<SampleEvent, Str
         cpus: pmu_cpus(&dir)?,
         address_from: AddressFrom::SampleAddr,
         group_leader,
-    })
+        ldlat_format,
+    };
+    event.set_load_latency(DEFAULT_LDLAT)?;
+    Ok(event)
+}
+
+/// Whether `terms` (`event=0xcd,umask=0x1,ldlat=3`) name `term`.
+fn has_term(terms: &str, term: &str) -> bool {
+    terms
+        .split(',')
+        .any(|t| t.split_once('=').map_or(t, |(name, _)| name).trim() == term)
 }
 
 /// AMD IBS op sampling, with no exclude flag: IBS does not filter by privilege level in
@@ -258,6 +343,7 @@ fn ibs_op(devices: &Path) -> Result<SampleEvent, String> {
         cpus: pmu_cpus(&dir)?,
         address_from: AddressFrom::IbsRaw,
         group_leader: None,
+        ldlat_format: None,
     })
 }
 
@@ -294,6 +380,7 @@ fn arm_spe(devices: &Path, pmu: &str, terms: &str) -> Result<SampleEvent, String
         cpus,
         address_from: AddressFrom::SpeAux,
         group_leader: None,
+        ldlat_format: None,
     })
 }
 
@@ -314,6 +401,7 @@ fn page_faults() -> SampleEvent {
         cpus: None,
         address_from: AddressFrom::SampleAddr,
         group_leader: None,
+        ldlat_format: None,
     }
 }
 
@@ -465,6 +553,7 @@ fn parse_one_event(devices: &Path, spec: &str) -> Result<SampleEvent, String> {
                 cpus: pmu_cpus(&dir)?,
                 address_from: AddressFrom::SampleAddr,
                 group_leader: None,
+                ldlat_format: None,
             })
         }
     }
@@ -502,7 +591,10 @@ mod tests {
         let loads = &events[0];
         assert_eq!(loads.pmu_type, 4);
         assert_eq!(loads.config, 0x01cd);
-        assert_eq!(loads.config1, 3, "the load latency threshold");
+        assert_eq!(
+            loads.config1, 30,
+            "the alias's ldlat=3 gives way to perf mem's 30"
+        );
         assert_eq!(loads.precise_ip, 2);
         assert!(loads.name.contains("mem-loads"));
         assert_eq!(events[1].config, 0x82d0);
@@ -766,6 +858,53 @@ mod tests {
         assert_eq!(pmu_cpus(dir.path()), Ok(Some(vec![0, 1, 2, 3])));
         std::fs::write(dir.path().join("cpus"), "4,6-7\n").unwrap();
         assert_eq!(pmu_cpus(dir.path()), Ok(Some(vec![4, 6, 7])));
+    }
+
+    /// `--ldlat`: overrides the `ldlat` of an alias that carries one (mem-loads), in the bits
+    /// the PMU's format says, and nothing else.
+    #[test]
+    fn the_load_latency_threshold_is_a_setting() {
+        let tree = intel_tree();
+        let mut events = discover(tree.path()).unwrap();
+        let loads = &mut events[0];
+        assert_eq!(loads.ldlat_format.as_deref(), Some("config1:0-15"));
+        assert_eq!(loads.set_load_latency(128), Ok(true));
+        assert_eq!((loads.config, loads.config1), (0x01cd, 128));
+        assert!(loads
+            .set_load_latency(0)
+            .unwrap_err()
+            .contains("at least 1"));
+        let too_big = loads.set_load_latency(1 << 16).unwrap_err();
+        assert!(too_big.contains("16 bits"), "{too_big}");
+        assert_eq!(loads.config1, 128, "a refused value changes nothing");
+        let stores = &mut events[1];
+        assert_eq!(
+            stores.set_load_latency(128),
+            Ok(false),
+            "stores have no ldlat"
+        );
+        assert_eq!(stores.config1, 0);
+        // Terms the user wrote keep the ldlat they name.
+        let mut raw = parse_event(tree.path(), "cpu/event=0xcd,umask=0x1,ldlat=50/")
+            .unwrap()
+            .remove(0);
+        assert_eq!(raw.set_load_latency(128), Ok(false));
+        assert_eq!(raw.config1, 50);
+    }
+
+    #[test]
+    fn format_terms_are_replaced_across_split_ranges() {
+        let format = Format::parse("config:0-3,8-11").unwrap();
+        assert_eq!(format.width(), 8);
+        let mut w = [0xffff_0000_0000_0000u64, 7, 0];
+        format.replace(0xab, &mut w).unwrap();
+        assert_eq!(w, [0xffff_0000_0000_0a0b, 7, 0]);
+        format.replace(0x12, &mut w).unwrap();
+        assert_eq!(w[0], 0xffff_0000_0000_0102, "the old bits cleared");
+        assert!(format.replace(0x100, &mut w).is_err());
+        let whole = Format::parse("config2:0-63").unwrap();
+        whole.replace(u64::MAX, &mut w).unwrap();
+        assert_eq!(w[2], u64::MAX);
     }
 
     #[test]

@@ -402,6 +402,7 @@ mod tests {
             min_period: 1,
             cpus: None,
             address_from: AddressFrom::SampleAddr,
+            ldlat_format: None,
             group_leader: Some(GroupLeader {
                 name: "mem-loads-aux".into(),
                 config: 0x8203,
@@ -489,6 +490,7 @@ mod tests {
             min_period: 1,
             cpus: None,
             address_from: AddressFrom::SampleAddr,
+            ldlat_format: None,
             group_leader: Some(GroupLeader {
                 name: "cpu-clock".into(),
                 config: PERF_COUNT_SW_CPU_CLOCK as u64,
