@@ -138,6 +138,19 @@ fn open_group(
     Ok((leader, fd))
 }
 
+/// Opens `event` on `cpu` as the daemon does (its group leader first, the same attributes;
+/// an Arm SPE event for this process, as the daemon checks at start-up) and closes it at once:
+/// whether this kernel, PMU and user allow it, with the kernel's errno when not. Maps nothing:
+/// the ring's (and SPE's AUX area's) locked memory is not tried.
+pub fn try_open(event: &SampleEvent, cpu: u32) -> io::Result<()> {
+    let pid = if event.address_from == AddressFrom::SpeAux {
+        std::process::id() as libc::pid_t
+    } else {
+        -1
+    };
+    open_group(event, pid, cpu).map(drop)
+}
+
 impl PerfRing {
     /// Opens `event` on `cpu` (with its group leader), counting every process (the daemon
     /// filters by pid), and maps its ring.
