@@ -31,9 +31,10 @@ pub const DEFAULT_PERIOD: u64 = 4096;
 
 /// The load-latency threshold of `mem-loads`, in core cycles (`--ldlat`): only loads that took
 /// at least this long are sampled. The kernel's alias says `ldlat=3`, which samples nearly
-/// every load (L1 hits take about 5 cycles); 30 is `perf mem`'s default (tools/perf
-/// `perf_mem_events__loads_ldlat`), past the L1 and most L2 hits, so that samples go to the
-/// loads that reach the caches and memory objtier's tiers differ in.
+/// every load (L1 hits take about 5 cycles: from memory of Intel's optimization manual, not
+/// checked here); 30 is `perf mem`'s default (`perf_mem_events__loads_ldlat` in
+/// tools/perf/util/mem-events.c, read), past the L1 and most L2 hits, so that samples go to
+/// the loads that reach the caches and memory objtier's tiers differ in.
 pub const DEFAULT_LDLAT: u64 = 30;
 
 /// Where a sample's data address comes from.
@@ -62,7 +63,9 @@ pub enum AddressFrom {
 /// event's group: counting only (no period, no PEBS), its count never read.
 ///
 /// Intel's `mem-loads-aux` (`event=0x03,umask=0x82`): from Sapphire Rapids on, and on hybrid
-/// P-cores, the load-latency event reports its data source correctly only while this auxiliary
+/// P-cores (that `require_mem_loads_aux_event` limits it to `cpu_core` on hybrid parts is
+/// from memory; objtier simply follows sysfs: a PMU that lists `mem-loads-aux` gets the
+/// group), the load-latency event reports its data source correctly only while this auxiliary
 /// event is scheduled with it, so `intel_pmu_hw_config` (arch/x86/events/intel/core.c) fails a
 /// `mem-loads` that samples `PERF_SAMPLE_DATA_SRC` with `ENODATA` unless the aux event is its
 /// group leader or a sibling before it. `perf mem` opens `{mem-loads-aux,mem-loads}` for the
