@@ -25,6 +25,7 @@
 //! | `rate-limit` | size (bytes per second) | `--rate-limit` |
 //! | `event` | perf event name | `--event` |
 //! | `sample-period` | number of events | `--sample-period` |
+//! | `ldlat` | cycles | `--ldlat` |
 //! | `damon-sample` | duration | `--damon-sample` |
 //! | `damon-aggregate` | duration | `--damon-aggregate` |
 //! | `damon-regions` | `"MIN-MAX"` (`"10-1000"`) | `--damon-regions` |
@@ -106,6 +107,7 @@ pub struct DaemonFile {
     pub rate_limit: Option<SizeValue>,
     pub event: Option<String>,
     pub sample_period: Option<u64>,
+    pub ldlat: Option<u64>,
     pub damon_sample: Option<String>,
     pub damon_aggregate: Option<String>,
     pub damon_regions: Option<String>,
@@ -123,7 +125,7 @@ impl DaemonFile {
             anyhow::anyhow!(
                 "{}; the keys are the daemon's long options: socket, interval, alpha, fill, \
                  split, prioritization, trigger, source, tiers, fast-capacity, fast-reserve, \
-                 whole-records, proactive, warm-start, site-store, rate-limit, event, sample-period, \
+                 whole-records, proactive, warm-start, site-store, rate-limit, event, sample-period, ldlat, \
                  damon-sample, damon-aggregate, damon-regions",
                 e.to_string().trim_end()
             )

@@ -36,7 +36,7 @@ pub fn run(as_json: bool) -> anyhow::Result<ExitCode> {
     let move_pages = probe_move_pages();
     // In the order `--source auto` tries them.
     let sources = [
-        probe_perf(&roots, euid),
+        probe_perf(&roots, objtier_sys::perf::ring::try_open),
         probe_damon(&roots, euid),
         probe_proc(&roots, euid),
     ];

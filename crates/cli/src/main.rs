@@ -173,6 +173,11 @@ struct DaemonArgs {
     /// With --source perf: one sample every N events [default: 4096; 1 for page-faults].
     #[arg(long)]
     sample_period: Option<u64>,
+    /// With --source perf on Intel: sample only loads that took at least CYCLES (mem-loads'
+    /// load-latency threshold; the kernel's alias says 3, nearly every load) [default: 30, as
+    /// perf mem].
+    #[arg(long, value_name = "CYCLES", value_parser = clap::value_parser!(u64).range(1..=65535))]
+    ldlat: Option<u64>,
     /// DAMON sampling interval [default: 5ms].
     #[arg(long, value_parser = parse_duration)]
     damon_sample: Option<Duration>,
@@ -376,6 +381,12 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     }
     config.perf_event = args.event.or(file.event);
     config.perf_period = args.sample_period.or(file.sample_period).filter(|&p| p > 0);
+    if let Some(v) = args.ldlat.or(file.ldlat) {
+        if !(1..=65535).contains(&v) {
+            bail!("ldlat = {v}: the load latency threshold is 1 to 65535 cycles");
+        }
+        config.perf_ldlat = v;
+    }
     if let Some(v) = args
         .warm_start
         .as_deref()
@@ -835,6 +846,23 @@ mod tests {
         assert_eq!(source_cost_line(&serde_json::json!({})), None);
     }
 
+    #[test]
+    fn the_load_latency_threshold_comes_from_ldlat() {
+        let c = config_from(&["objtier", "daemon", "--ldlat", "64"]).unwrap();
+        assert_eq!(c.perf_ldlat, 64);
+        assert!(config_from(&["objtier", "daemon", "--ldlat", "0"]).is_err());
+        assert!(config_from(&["objtier", "daemon", "--ldlat", "70000"]).is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("objtier.toml");
+        std::fs::write(&file, "ldlat = 50\n").unwrap();
+        let path = file.to_str().unwrap();
+        let c = config_from(&["objtier", "daemon", "--config", path]).unwrap();
+        assert_eq!(c.perf_ldlat, 50);
+        std::fs::write(&file, "ldlat = 0\n").unwrap();
+        let err = config_from(&["objtier", "daemon", "--config", path]).unwrap_err();
+        assert!(format!("{err:#}").contains("1 to 65535"), "{err:#}");
+    }
+
     fn config_from(args: &[&str]) -> anyhow::Result<DaemonConfig> {
         let cli = Cli::try_parse_from(args).map_err(|e| anyhow::anyhow!("{e}"))?;
         match cli.command {
@@ -869,6 +897,10 @@ mod tests {
         assert!(!c.warm_start);
         assert_eq!(c.site_store.as_deref(), Some(Path::new("/srv/sites")));
         assert_eq!((c.damon.min_regions, c.damon.max_regions), (20, 2000));
+        assert_eq!(
+            c.perf_ldlat, 30,
+            "perf mem's load latency threshold by default"
+        );
         let c = config_from(&[
             "objtier",
             "daemon",

@@ -60,6 +60,9 @@ pub struct DaemonConfig {
     /// Sample period of the perf event (`--sample-period`); None: the event's default (4096;
     /// every fault for `page-faults`).
     pub perf_period: Option<u64>,
+    /// Load-latency threshold of Intel's `mem-loads`, in cycles (`--ldlat`; 30, as `perf mem`):
+    /// only loads at least this slow are sampled.
+    pub perf_ldlat: u64,
     /// Explicit tiers (node lists, fastest first) instead of the kernel's ranking.
     pub tiers: Option<Vec<Vec<u32>>>,
     /// Cap on the bytes objtier places in the fastest tier, across all processes.
@@ -110,6 +113,7 @@ impl DaemonConfig {
             damon: DamonAttrs::default(),
             perf_event: None,
             perf_period: None,
+            perf_ldlat: objtier_sys::perf::event::DEFAULT_LDLAT,
             tiers: None,
             fast_capacity_bytes: None,
             fast_reserve_bytes: None,

@@ -2,8 +2,11 @@
 //!
 //! Nothing here writes anything: a probe reads sysfs and /proc (under a root path, so tests
 //! feed captured trees) and says, for each access source, whether objtier can use it, the exact
-//! reason when it cannot, and what the user could do about it.
+//! reason when it cannot, and what the user could do about it. The perf probe also opens the
+//! event it finds, on one CPU, and closes it at once (through a function it is given, so tests
+//! give it a fake): only the kernel knows whether it will accept it.
 
+use crate::perf::event::{AddressFrom, SampleEvent, DEFAULT_PERIOD};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -227,13 +230,17 @@ fn release_version(release: &str) -> Option<(u32, u32)> {
 }
 
 /// PMU address sampling (PEBS, IBS, Arm SPE), found the way the daemon's `--source perf`
-/// finds it ([`crate::perf::event::discover`]).
-pub fn probe_perf(roots: &Roots, euid: u32) -> SourceReport {
+/// finds it ([`crate::perf::event::discover`]), then tried: `try_open` opens each event with
+/// the daemon's attributes on one of its CPUs and closes it (the daemon and doctor pass
+/// [`crate::perf::ring::try_open`]). Whether it works is what the kernel answers, not a guess
+/// from the user id and `perf_event_paranoid` (capabilities, security modules and PMU quirks
+/// such as Intel's `mem-loads-aux` decide too).
+pub fn probe_perf(
+    roots: &Roots,
+    try_open: impl Fn(&SampleEvent, u32) -> std::io::Result<()>,
+) -> SourceReport {
     let paranoid = read_trim(&roots.proc.join("sys/kernel/perf_event_paranoid"));
     let paranoid_value = paranoid.as_deref().and_then(|p| p.parse::<i32>().ok());
-    let fallback = "the software page-faults event still works for testing the path \
-                    (`--source perf --event page-faults`: it sees first touches and refaults \
-                    only)";
     let Some(paranoid_value) = paranoid_value else {
         return SourceReport {
             name: "perf",
@@ -243,50 +250,139 @@ pub fn probe_perf(roots: &Roots, euid: u32) -> SourceReport {
             remedy: Some("use a kernel with CONFIG_PERF_EVENTS, or --source damon".into()),
         };
     };
-    match crate::perf::event::discover(&roots.sys) {
-        Err(why) => SourceReport {
-            name: "perf",
-            implemented: true,
-            usable: false,
-            detail: format!("{why}; perf_event_paranoid={paranoid_value}"),
-            remedy: Some(format!(
-                "run on hardware (or a VM with PMU passthrough) with Intel PEBS, AMD IBS or \
-                 Arm SPE, or use --source damon; {fallback}"
-            )),
-        },
-        Ok(events) => {
-            let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
-            let spe = events
-                .iter()
-                .any(|e| e.address_from == crate::perf::event::AddressFrom::SpeAux);
-            let allowed = euid == 0 || paranoid_value <= 0;
-            SourceReport {
+    let events = match crate::perf::event::discover(&roots.sys) {
+        Ok(events) => events,
+        Err(why) => {
+            let fallback = page_faults_fallback(roots, &try_open);
+            return SourceReport {
                 name: "perf",
                 implemented: true,
-                usable: allowed,
+                usable: false,
+                detail: format!("{why}; perf_event_paranoid={paranoid_value}"),
+                remedy: Some(format!(
+                    "run on hardware (or a VM with PMU passthrough) with Intel PEBS, AMD IBS or \
+                     Arm SPE, or use --source damon; {fallback}"
+                )),
+            };
+        }
+    };
+    let spe = events.iter().any(|e| e.address_from == AddressFrom::SpeAux);
+    let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+    let what = format!(
+        "address sampling with {}, period {}{}",
+        names.join(" + "),
+        events.first().map_or(DEFAULT_PERIOD, |e| e.period),
+        if spe {
+            " (per attached process, from the AUX area)"
+        } else {
+            ""
+        }
+    );
+    for event in &events {
+        let Some(cpu) = trial_cpu(roots, event) else {
+            return SourceReport {
+                name: "perf",
+                implemented: true,
+                usable: false,
+                detail: format!("{what}; none of the CPUs of {} is online", event.name),
+                remedy: Some("bring one of its CPUs online, or use --source damon".into()),
+            };
+        };
+        if let Err(e) = try_open(event, cpu) {
+            let (why, remedy) = explain_refusal(event, &e, spe);
+            return SourceReport {
+                name: "perf",
+                implemented: true,
+                usable: false,
                 detail: format!(
-                    "address sampling with {}, period {}{}; perf_event_paranoid={paranoid_value}",
-                    names.join(" + "),
-                    events
-                        .first()
-                        .map_or(crate::perf::event::DEFAULT_PERIOD, |e| e.period),
-                    if spe {
-                        " (per attached process, from the AUX area)"
-                    } else {
-                        ""
-                    }
+                    "{what}; opening {} on CPU {cpu} failed: {e}: {why}; \
+                     perf_event_paranoid={paranoid_value}",
+                    event.name
                 ),
-                remedy: (!allowed).then(|| {
-                    if spe {
-                        "sampling other users' processes, and locking the AUX areas, needs \
-                         root or CAP_PERFMON and CAP_IPC_LOCK"
-                    } else {
-                        "system-wide sampling needs root or CAP_PERFMON, or sysctl \
-                         kernel.perf_event_paranoid=0"
-                    }
-                    .to_string()
-                }),
+                remedy: Some(remedy),
+            };
+        }
+    }
+    SourceReport {
+        name: "perf",
+        implemented: true,
+        usable: true,
+        detail: format!(
+            "{what}; opened and closed on one CPU each: the kernel accepts it; \
+             perf_event_paranoid={paranoid_value}"
+        ),
+        remedy: None,
+    }
+}
+
+/// The first online CPU `event` covers (CPU 0 if the online list is unreadable).
+fn trial_cpu(roots: &Roots, event: &SampleEvent) -> Option<u32> {
+    let online = crate::perf::online_cpus(&roots.sys).unwrap_or_else(|_| vec![0]);
+    online.into_iter().find(|cpu| {
+        event
+            .cpus
+            .as_ref()
+            .is_none_or(|covered| covered.contains(cpu))
+    })
+}
+
+/// What a refused `perf_event_open` means, and what to do: (why, remedy).
+fn explain_refusal(event: &SampleEvent, e: &std::io::Error, spe: bool) -> (String, String) {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => (
+            "not allowed".into(),
+            if spe {
+                "sampling other users' processes, and locking the AUX areas, needs root or \
+                 CAP_PERFMON and CAP_IPC_LOCK"
+            } else {
+                "system-wide sampling needs root or CAP_PERFMON, or sysctl \
+                 kernel.perf_event_paranoid=0; if the daemon has them, a security module \
+                 (SELinux, kernel lockdown) refuses it"
             }
+            .into(),
+        ),
+        Some(libc::ENODATA) => (
+            "the PMU or this kernel does not support it as objtier opens it (the kernel wants \
+             mem-loads in a group led by mem-loads-aux, and this PMU lists no mem-loads-aux)"
+                .into(),
+            "use another event (--event mem-stores, or PMU/TERMS/), or --source damon".into(),
+        ),
+        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) | Some(libc::ENODEV) => (
+            format!(
+                "the PMU or this kernel does not support {} with the attributes objtier uses",
+                event.name
+            ),
+            "use a newer kernel, another event (--event PMU/TERMS/), or --source damon".into(),
+        ),
+        _ => (
+            "see perf_event_open(2)".into(),
+            "use --source damon until this is fixed".into(),
+        ),
+    }
+}
+
+/// Whether the software page-faults event (`--event page-faults`) opens here, for the remedy
+/// of a machine without address sampling.
+fn page_faults_fallback(
+    roots: &Roots,
+    try_open: &impl Fn(&SampleEvent, u32) -> std::io::Result<()>,
+) -> String {
+    let mut events = crate::perf::event::parse_event(&roots.sys, "page-faults").unwrap_or_default();
+    let Some(event) = events.pop() else {
+        return String::new();
+    };
+    let cpu = trial_cpu(roots, &event).unwrap_or(0);
+    let how = "(`--source perf --event page-faults`: it sees first touches and refaults only)";
+    match try_open(&event, cpu) {
+        Ok(()) => {
+            format!("the software page-faults event opens here and still tests the path {how}")
+        }
+        Err(e) => {
+            let (why, remedy) = explain_refusal(&event, &e, false);
+            format!(
+                "the software page-faults event {how} does not open here either ({e}: {why}; \
+                 {remedy})"
+            )
         }
     }
 }
@@ -502,29 +598,131 @@ mod tests {
             .contains("run the daemon as root"));
     }
 
+    /// What a fake opener was asked: (event name, CPU) per call.
+    type Calls = std::rc::Rc<std::cell::RefCell<Vec<(String, u32)>>>;
+
+    /// A trial opener that answers `errno` (0: opens) and remembers what it was asked.
+    fn opener(errno: i32) -> (Calls, impl Fn(&SampleEvent, u32) -> std::io::Result<()>) {
+        let calls = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let seen = calls.clone();
+        let open = move |event: &SampleEvent, cpu: u32| {
+            seen.borrow_mut().push((event.name.clone(), cpu));
+            match errno {
+                0 => Ok(()),
+                e => Err(std::io::Error::from_raw_os_error(e)),
+            }
+        };
+        (calls, open)
+    }
+
     #[test]
     fn perf_reports_what_the_machine_has() {
         let (_dir, roots) = tree();
         write(roots.proc.join("sys/kernel/perf_event_paranoid"), "2\n");
+        write(roots.sys.join("devices/system/cpu/online"), "0-1\n");
         for d in ["software", "tracepoint", "breakpoint"] {
             fs::create_dir_all(roots.sys.join("bus/event_source/devices").join(d)).unwrap();
         }
-        let r = probe_perf(&roots, 1000);
+        // This machine: no PMU; the software fallback is tried and said to work.
+        let (calls, open) = opener(0);
+        let r = probe_perf(&roots, open);
         assert!(!r.usable && r.implemented);
         assert!(
             r.detail.contains("no PMU with address sampling") && r.detail.contains("paranoid=2"),
             "{r:?}"
         );
-        assert!(r.remedy.unwrap().contains("--event page-faults"));
+        let remedy = r.remedy.unwrap();
+        assert!(remedy.contains("--event page-faults"), "{remedy}");
+        assert!(remedy.contains("opens here"), "{remedy}");
+        assert_eq!(
+            *calls.borrow(),
+            vec![("software page-faults".to_string(), 0)]
+        );
+        let (_, refused) = opener(libc::EACCES);
+        let remedy = probe_perf(&roots, refused).remedy.unwrap();
+        assert!(
+            remedy.contains("does not open here either") && remedy.contains("CAP_PERFMON"),
+            "{remedy}"
+        );
+
         let cpu = roots.sys.join("bus/event_source/devices/cpu");
         write(cpu.join("events/mem-loads"), "event=0xcd,umask=0x1\n");
         write(cpu.join("format/event"), "config:0-7\n");
         write(cpu.join("format/umask"), "config:8-15\n");
         write(cpu.join("type"), "4\n");
-        let r = probe_perf(&roots, 1000);
-        assert!(r.detail.contains("PEBS"), "{r:?}");
-        assert!(!r.usable, "paranoid 2 and not root");
+        // The kernel decides, whatever the user id and paranoid setting.
+        let (calls, open) = opener(0);
+        let r = probe_perf(&roots, open);
+        assert!(r.usable, "paranoid 2, but the kernel accepted it: {r:?}");
+        assert!(
+            r.detail.contains("PEBS") && r.detail.contains("accepts"),
+            "{r:?}"
+        );
+        assert_eq!(
+            *calls.borrow(),
+            vec![("Intel PEBS mem-loads (cpu)".to_string(), 0)]
+        );
+        let (_, open) = opener(libc::EACCES);
+        let r = probe_perf(&roots, open);
+        assert!(!r.usable);
+        assert!(
+            r.detail.contains("on CPU 0 failed") && r.detail.contains("not allowed"),
+            "{r:?}"
+        );
         assert!(r.remedy.unwrap().contains("CAP_PERFMON"));
-        assert!(probe_perf(&roots, 0).usable, "root may");
+        for errno in [libc::ENOENT, libc::EOPNOTSUPP, libc::EINVAL, libc::ENODATA] {
+            let (_, open) = opener(errno);
+            let r = probe_perf(&roots, open);
+            let err = std::io::Error::from_raw_os_error(errno).to_string();
+            assert!(!r.usable, "{r:?}");
+            assert!(
+                r.detail.contains(&err) && r.detail.contains("does not support"),
+                "errno {errno}: {r:?}"
+            );
+            assert!(r.remedy.unwrap().contains("--source damon"));
+        }
+        let (_, open) = opener(libc::ENODATA);
+        assert!(probe_perf(&roots, open).detail.contains("mem-loads-aux"));
+    }
+
+    /// Hybrid: every event is tried, each on the first online CPU its PMU covers.
+    #[test]
+    fn perf_tries_each_event_on_its_own_cpus() {
+        let (_dir, roots) = tree();
+        write(roots.proc.join("sys/kernel/perf_event_paranoid"), "2\n");
+        write(roots.sys.join("devices/system/cpu/online"), "0-3,5-7\n");
+        for (pmu, cpus) in [("cpu_core", "0-3\n"), ("cpu_atom", "4-7\n")] {
+            let dir = roots.sys.join("bus/event_source/devices").join(pmu);
+            write(dir.join("events/mem-loads"), "event=0xcd,umask=0x1\n");
+            write(dir.join("format/event"), "config:0-7\n");
+            write(dir.join("format/umask"), "config:8-15\n");
+            write(dir.join("type"), "4\n");
+            write(dir.join("cpus"), cpus);
+        }
+        let (calls, open) = opener(0);
+        assert!(probe_perf(&roots, open).usable);
+        assert_eq!(
+            *calls.borrow(),
+            vec![
+                ("Intel PEBS mem-loads (cpu_core)".to_string(), 0),
+                ("Intel PEBS mem-loads (cpu_atom)".to_string(), 5),
+            ]
+        );
+    }
+
+    /// With the real opener on a tree without PMUs: the probe still reports, and says what
+    /// the kernel made of the software event (allowed or not depends on who runs the test).
+    #[test]
+    fn perf_probe_runs_against_this_kernel() {
+        let (_dir, roots) = tree();
+        write(roots.proc.join("sys/kernel/perf_event_paranoid"), "2\n");
+        write(roots.sys.join("devices/system/cpu/online"), "0\n");
+        let r = probe_perf(&roots, crate::perf::ring::try_open);
+        assert!(!r.usable);
+        let remedy = r.remedy.unwrap();
+        assert!(
+            remedy.contains("opens here") || remedy.contains("does not open here"),
+            "{remedy}"
+        );
     }
 }

@@ -2,7 +2,9 @@
 //! paper's setup; per-process events were reported to sample unevenly across cores), each
 //! sample's data address kept when its process is attached. Samples are drained from the rings
 //! at every wake-up of the daemon's loop, so a busy interval does not overflow them, and
-//! counted per page until the interval ends.
+//! counted per page until the interval ends. AMD IBS cannot be told to leave out the kernel, so
+//! its samples taken there (instruction or data address in the kernel's half) are dropped here
+//! and counted apart.
 //!
 //! Arm SPE is the exception: its packets name no process, so its event is opened per attached
 //! process on each CPU the PMU covers (when [`Source::follow`] first sees the process, with its
@@ -17,7 +19,7 @@ use super::{AccessKind, Observation, Source, Target};
 use crate::config::DaemonConfig;
 use objtier_sys::perf::event::{AddressFrom, SampleEvent};
 use objtier_sys::perf::ring::{PerfRing, Record};
-use objtier_sys::perf::sample::{parse_ibs_op_raw, MemOp};
+use objtier_sys::perf::sample::{is_kernel_address, parse_ibs_op_raw, MemOp};
 use objtier_sys::perf::spe;
 use objtier_wire::PAGE_SIZE;
 use std::collections::{HashMap, HashSet};
@@ -45,10 +47,17 @@ struct Tally {
     lost: u64,
     /// Samples that had no data address, or a process not attached.
     ignored: u64,
+    /// Samples taken in the kernel, dropped: those of a PMU that cannot leave them out (AMD
+    /// IBS), and any with a kernel data address.
+    kernel: u64,
 }
 
 impl Tally {
     fn count(&mut self, pid: u32, addr: u64, op: MemOp) {
+        if is_kernel_address(addr) {
+            self.kernel += 1;
+            return;
+        }
         if addr == 0 || !self.pids.contains(&pid) {
             self.ignored += 1;
             return;
@@ -67,7 +76,15 @@ impl Tally {
             Record::Sample(s) => {
                 let (addr, op) = match from {
                     AddressFrom::SampleAddr => (s.addr, s.mem_op()),
-                    AddressFrom::IbsRaw => parse_ibs_op_raw(&s.raw).unwrap_or((0, MemOp::Unknown)),
+                    AddressFrom::IbsRaw => match parse_ibs_op_raw(&s.raw) {
+                        // IBS samples the kernel too (it takes no exclude flag).
+                        Some(ibs) if ibs.in_kernel() => {
+                            self.kernel += 1;
+                            return;
+                        }
+                        Some(ibs) => (ibs.addr, ibs.op),
+                        None => (0, MemOp::Unknown),
+                    },
                     // SPE writes no samples; its data comes as AUX chunks.
                     AddressFrom::SpeAux => (0, MemOp::Unknown),
                 };
@@ -109,6 +126,10 @@ fn explain(event: &SampleEvent, cpu: u32, e: std::io::Error) -> anyhow::Error {
             "this machine's PMU does not offer it (a VM without PMU passthrough?)".into()
         }
         Some(libc::EINVAL) => "the kernel refused its attributes (wrong --event terms?)".into(),
+        Some(libc::ENODATA) => "the kernel wants it in a group it is not in (Intel mem-loads \
+             sampling its data source needs mem-loads-aux to lead its group; the PMU lists no \
+             mem-loads-aux event in sysfs?)"
+            .into(),
         _ => "see perf_event_open(2)".into(),
     };
     anyhow::anyhow!("cannot sample {} on CPU {cpu}: {e}; {hint}", event.name)
@@ -128,13 +149,47 @@ fn other_threads(proc_root: &Path, pid: u32) -> Vec<u32> {
     tids
 }
 
+/// Sets `--ldlat` on the events that have a load-latency threshold (Intel's `mem-loads`); says
+/// so when none has one and the setting is not the default.
+fn set_load_latency(events: &mut [SampleEvent], cycles: u64) -> anyhow::Result<()> {
+    let mut applied = false;
+    for event in events.iter_mut() {
+        applied |= event
+            .set_load_latency(cycles)
+            .map_err(|e| anyhow::anyhow!("--ldlat {cycles}: {}: {e}", event.name))?;
+    }
+    if !applied && cycles != objtier_sys::perf::event::DEFAULT_LDLAT {
+        tracing::warn!(
+            "--ldlat {cycles} has no effect: it applies to Intel's mem-loads, and the events are {}",
+            events
+                .iter()
+                .map(|e| e.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The online CPUs to open `event` on: those its PMU covers (a hybrid Intel part's `cpu_core`
+/// and `cpu_atom` each cover one type of core; an event opened on a CPU of the other type
+/// would sample nothing there, or be refused), else all of them.
+fn cpus_to_open(event: &SampleEvent, online: &[u32]) -> Vec<u32> {
+    match &event.cpus {
+        Some(covered) => online
+            .iter()
+            .copied()
+            .filter(|c| covered.contains(c))
+            .collect(),
+        None => online.to_vec(),
+    }
+}
+
 /// Opens the configured event (`--event`), or the best hardware one this machine has.
 pub fn open(config: &DaemonConfig) -> anyhow::Result<PerfSource> {
     let mut events = match &config.perf_event {
-        Some(spec) => vec![
-            objtier_sys::perf::event::parse_event(&config.sys_root, spec)
-                .map_err(|e| anyhow::anyhow!("--event {spec}: {e}"))?,
-        ],
+        Some(spec) => objtier_sys::perf::event::parse_event(&config.sys_root, spec)
+            .map_err(|e| anyhow::anyhow!("--event {spec}: {e}"))?,
         None => objtier_sys::perf::event::discover(&config.sys_root)
             .map_err(|e| anyhow::anyhow!("{e}"))?,
     };
@@ -150,18 +205,9 @@ pub fn open(config: &DaemonConfig) -> anyhow::Result<PerfSource> {
             e.period = period.max(e.min_period);
         }
     }
+    set_load_latency(&mut events, config.perf_ldlat)?;
     let online = objtier_sys::perf::online_cpus(&config.sys_root)?;
-    let cpus: Vec<Vec<u32>> = events
-        .iter()
-        .map(|e| match &e.cpus {
-            Some(covered) => online
-                .iter()
-                .copied()
-                .filter(|c| covered.contains(c))
-                .collect(),
-            None => online.clone(),
-        })
-        .collect();
+    let cpus: Vec<Vec<u32>> = events.iter().map(|e| cpus_to_open(e, &online)).collect();
     let mut rings = Vec::new();
     for (i, event) in events.iter().enumerate() {
         if event.address_from == AddressFrom::SpeAux {
@@ -196,6 +242,11 @@ impl PerfSource {
     /// Samples that had no data address, or a process not attached.
     pub fn ignored(&self) -> u64 {
         self.tally.ignored
+    }
+
+    /// Samples taken in the kernel, dropped (see `Tally::kernel`).
+    pub fn kernel_samples(&self) -> u64 {
+        self.tally.kernel
     }
 
     fn drain(&mut self) {
@@ -330,6 +381,7 @@ impl Source for PerfSource {
 mod tests {
     use super::*;
     use objtier_sys::perf::aux::{parse_aux_record, AuxArea, AuxReader};
+    use objtier_sys::perf::sample::Sample;
     use perf_event_open_sys::bindings::{
         perf_event_mmap_page, PERF_AUX_FLAG_TRUNCATED, PERF_SAMPLE_TID,
     };
@@ -343,11 +395,14 @@ mod tests {
             config2: 0,
             precise_ip: 0,
             exclude_kernel: true,
+            exclude_hv: true,
             sample_type: PERF_SAMPLE_TID as u64,
             period: 4096,
             min_period: 256,
             cpus: Some(vec![0]),
             address_from: AddressFrom::SpeAux,
+            group_leader: None,
+            ldlat_format: None,
         }
     }
 
@@ -496,6 +551,57 @@ mod tests {
         assert_eq!(perf.ignored(), 1);
     }
 
+    /// An AMD IBS op sample as the ring hands it over: TID, then RAW (caps + IBS MSRs).
+    fn ibs_sample(pid: u32, ip: u64, data_addr: u64) -> Sample {
+        let load_with_valid_address = 1u64 | (1 << 17);
+        let mut raw = 0u32.to_ne_bytes().to_vec();
+        for msr in [0, ip, 0, 0, load_with_valid_address, data_addr, 0] {
+            raw.extend(msr.to_ne_bytes());
+        }
+        Sample {
+            pid,
+            tid: pid,
+            raw,
+            ..Sample::default()
+        }
+    }
+
+    /// IBS is opened without exclude flags, so kernel samples arrive: an op whose instruction
+    /// or data is in the kernel is dropped and counted, never observed.
+    #[test]
+    fn ibs_kernel_samples_are_dropped_and_counted() {
+        let mut perf = source(&[5]);
+        let user_ip = 0x5555_0000_1000;
+        for sample in [
+            ibs_sample(5, user_ip, 0x7f00_0000_3008),
+            // A syscall of the attached process, touching kernel data.
+            ibs_sample(5, 0xffff_ffff_8100_1234, 0xffff_8880_1234_5000),
+            // The kernel copying from the process's memory (copy_from_user).
+            ibs_sample(5, 0xffff_ffff_8100_1234, 0x7f00_0000_3010),
+        ] {
+            perf.tally
+                .record(AddressFrom::IbsRaw, Record::Sample(sample));
+        }
+        let observed = perf.observe().unwrap();
+        assert_eq!(observed.len(), 1, "{observed:?}");
+        assert_eq!(
+            (observed[0].start, observed[0].weight),
+            (0x7f00_0000_3000, 1.0)
+        );
+        assert_eq!(perf.kernel_samples(), 2);
+        assert_eq!(perf.ignored(), 0, "kernel samples are counted apart");
+        // PEBS never samples the kernel, but a kernel data address is never a page to move.
+        let pebs = Sample {
+            pid: 5,
+            addr: 0xffff_8880_0000_0040,
+            ..Sample::default()
+        };
+        perf.tally
+            .record(AddressFrom::SampleAddr, Record::Sample(pebs));
+        assert!(perf.observe().unwrap().is_empty());
+        assert_eq!(perf.kernel_samples(), 3);
+    }
+
     #[test]
     fn a_process_s_other_threads_come_from_its_task_directory() {
         let dir = tempfile::tempdir().unwrap();
@@ -504,6 +610,45 @@ mod tests {
         }
         assert_eq!(other_threads(dir.path(), 42), vec![43, 45]);
         assert!(other_threads(dir.path(), 7).is_empty(), "gone: none");
+    }
+
+    /// Hybrid Intel: each core PMU's events go on that PMU's online CPUs only, so the P-cores
+    /// and the E-cores are both sampled, each by its own PMU.
+    #[test]
+    fn each_event_is_opened_on_the_online_cpus_its_pmu_covers() {
+        let event = |cpus: Option<Vec<u32>>| SampleEvent {
+            cpus,
+            ..spe_event()
+        };
+        let online: Vec<u32> = (0..20).collect(); // CPUs 20-23 offline
+        let core = event(Some((0..8).chain(16..24).collect()));
+        let atom = event(Some((8..16).collect()));
+        assert_eq!(
+            cpus_to_open(&core, &online),
+            (0..8).chain(16..20).collect::<Vec<u32>>()
+        );
+        assert_eq!(cpus_to_open(&atom, &online), (8..16).collect::<Vec<u32>>());
+        assert_eq!(cpus_to_open(&event(None), &online), online);
+    }
+
+    #[test]
+    fn ldlat_is_set_on_the_events_that_have_one() {
+        let loads = SampleEvent {
+            name: "Intel PEBS mem-loads (cpu)".into(),
+            config1: 30,
+            ldlat_format: Some("config1:0-15".into()),
+            ..spe_event()
+        };
+        let mut events = vec![loads, spe_event()];
+        set_load_latency(&mut events, 64).unwrap();
+        assert_eq!((events[0].config1, events[1].config1), (64, 0));
+        let err = set_load_latency(&mut events, 1 << 20)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--ldlat") && err.contains("mem-loads"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -25,7 +25,7 @@ use perf_event_open_sys::bindings::{
 };
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
@@ -84,23 +84,27 @@ pub fn paranoid_setting(proc_root: &Path) -> String {
 
 /// `perf_event_open` of `attr` on one CPU, for every process running there (pid -1).
 pub(crate) fn open_on_cpu(attr: &mut perf_event_attr, cpu: u32) -> std::io::Result<OwnedFd> {
-    open_event(attr, -1, cpu)
+    open_event(attr, -1, cpu, None)
 }
 
-/// `perf_event_open` of `attr` for task `pid` (-1: every task) while it runs on `cpu`.
+/// `perf_event_open` of `attr` for task `pid` (-1: every task) while it runs on `cpu`, in the
+/// group that `leader` leads (`None`: a group of its own).
 pub(crate) fn open_event(
     attr: &mut perf_event_attr,
     pid: libc::pid_t,
     cpu: u32,
+    leader: Option<&OwnedFd>,
 ) -> std::io::Result<OwnedFd> {
+    let group_fd = leader.map_or(-1, |fd| fd.as_raw_fd());
     // SAFETY: a valid attr; pid -1 with a cpu covers everything on that CPU, a pid with a cpu
-    // that task (and, with inherit, the tasks it creates) on that CPU.
+    // that task (and, with inherit, the tasks it creates) on that CPU; group_fd is -1 or an
+    // event fd we own, opened for the same pid and CPU.
     let fd = unsafe {
         perf_event_open_sys::perf_event_open(
             attr,
             pid,
             cpu as libc::c_int,
-            -1,
+            group_fd,
             PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
         )
     };

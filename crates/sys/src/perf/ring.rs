@@ -8,9 +8,13 @@
 //! AUX area besides, where the PMU writes its packets; its ordinary ring only carries the
 //! `PERF_RECORD_AUX`s that announce them, read by [`super::aux::AuxReader`]. Why per process:
 //! [`AddressFrom::SpeAux`].
+//!
+//! An event with a [`GroupLeader`] (Intel's `mem-loads` with `mem-loads-aux`) is opened as a
+//! group on each CPU: the leader first, counting, then the sampling event in its group. The
+//! ring is the sampling event's: its overflows write their samples there.
 
 use super::aux::{parse_aux_record, AuxArea, AuxReader, AuxRecord};
-use super::event::{AddressFrom, SampleEvent};
+use super::event::{AddressFrom, GroupLeader, SampleEvent};
 use super::sample::{parse_sample, Sample};
 use perf_event_open_sys::bindings::{
     perf_event_attr, perf_event_header, perf_event_mmap_page, PERF_RECORD_AUX, PERF_RECORD_LOST,
@@ -40,6 +44,8 @@ struct AuxMap {
 
 pub struct PerfRing {
     fd: OwnedFd,
+    /// The leader of `fd`'s group, where the event needs one ([`GroupLeader`]).
+    leader: Option<OwnedFd>,
     /// Events of the owner's other threads, writing into this ring (`PERF_EVENT_IOC_SET_OUTPUT`).
     followers: Vec<OwnedFd>,
     cpu: u32,
@@ -84,7 +90,7 @@ fn attr_for(event: &SampleEvent) -> perf_event_attr {
     attr.sample_type = event.sample_type;
     attr.set_precise_ip(event.precise_ip as u64);
     attr.set_exclude_kernel(event.exclude_kernel as u64);
-    attr.set_exclude_hv(1);
+    attr.set_exclude_hv(event.exclude_hv as u64);
     attr.set_disabled(1);
     if event.address_from == AddressFrom::SpeAux {
         // Per process: the threads it creates from now on write into the same ring, and each
@@ -95,29 +101,81 @@ fn attr_for(event: &SampleEvent) -> perf_event_attr {
     attr
 }
 
+/// The attributes of `event`'s group leader: its PMU and privilege filters, but counting only
+/// (no period, no sample fields, not precise: see [`GroupLeader`]), disabled until
+/// [`PerfRing::enable`].
+fn leader_attr(event: &SampleEvent, leader: &GroupLeader) -> perf_event_attr {
+    // SAFETY: perf_event_attr is plain data; all zero is its documented default.
+    let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
+    attr.type_ = event.pmu_type;
+    attr.size = std::mem::size_of::<perf_event_attr>() as u32;
+    attr.config = leader.config;
+    attr.__bindgen_anon_3.config1 = leader.config1;
+    attr.__bindgen_anon_4.config2 = leader.config2;
+    attr.set_exclude_kernel(event.exclude_kernel as u64);
+    attr.set_exclude_hv(event.exclude_hv as u64);
+    attr.set_disabled(1);
+    attr
+}
+
+/// Opens `event` for `pid` (-1: every process) on `cpu`: its group leader first, where it has
+/// one, then the event itself in that group. Returns (leader, event).
+fn open_group(
+    event: &SampleEvent,
+    pid: libc::pid_t,
+    cpu: u32,
+) -> io::Result<(Option<OwnedFd>, OwnedFd)> {
+    let leader = match &event.group_leader {
+        Some(l) => Some(super::open_event(
+            &mut leader_attr(event, l),
+            pid,
+            cpu,
+            None,
+        )?),
+        None => None,
+    };
+    let fd = super::open_event(&mut attr_for(event), pid, cpu, leader.as_ref())?;
+    Ok((leader, fd))
+}
+
+/// Opens `event` on `cpu` as the daemon does (its group leader first, the same attributes;
+/// an Arm SPE event for this process, as the daemon checks at start-up) and closes it at once:
+/// whether this kernel, PMU and user allow it, with the kernel's errno when not. Maps nothing:
+/// the ring's (and SPE's AUX area's) locked memory is not tried.
+pub fn try_open(event: &SampleEvent, cpu: u32) -> io::Result<()> {
+    let pid = if event.address_from == AddressFrom::SpeAux {
+        std::process::id() as libc::pid_t
+    } else {
+        -1
+    };
+    open_group(event, pid, cpu).map(drop)
+}
+
 impl PerfRing {
-    /// Opens `event` on `cpu`, counting every process (the daemon filters by pid), and maps
-    /// its ring.
+    /// Opens `event` on `cpu` (with its group leader), counting every process (the daemon
+    /// filters by pid), and maps its ring.
     pub fn open(event: &SampleEvent, cpu: u32) -> io::Result<PerfRing> {
-        let mut attr = attr_for(event);
-        let fd = super::open_on_cpu(&mut attr, cpu)?;
-        PerfRing::map(fd, event, cpu, None, RING_DATA_PAGES, 0)
+        let (leader, fd) = open_group(event, -1, cpu)?;
+        let mut ring = PerfRing::map(fd, event, cpu, None, RING_DATA_PAGES, 0)?;
+        ring.leader = leader;
+        Ok(ring)
     }
 
     /// Opens an Arm SPE `event` for process `pid` (its main thread, inherited by the threads
     /// it creates) on `cpu`, and maps its ring and AUX area. The threads it already has join
     /// with [`PerfRing::add_thread`].
     pub fn open_process(event: &SampleEvent, pid: u32, cpu: u32) -> io::Result<PerfRing> {
-        let mut attr = attr_for(event);
-        let fd = super::open_event(&mut attr, pid as libc::pid_t, cpu)?;
-        PerfRing::map(fd, event, cpu, Some(pid), SPE_DATA_PAGES, SPE_AUX_BYTES)
+        let (leader, fd) = open_group(event, pid as libc::pid_t, cpu)?;
+        let mut ring = PerfRing::map(fd, event, cpu, Some(pid), SPE_DATA_PAGES, SPE_AUX_BYTES)?;
+        ring.leader = leader;
+        Ok(ring)
     }
 
     /// Opens `event` for another thread `tid` of the ring's process, on the ring's CPU, and
     /// sends its output to this ring.
     pub fn add_thread(&mut self, event: &SampleEvent, tid: u32) -> io::Result<()> {
         let mut attr = attr_for(event);
-        let fd = super::open_event(&mut attr, tid as libc::pid_t, self.cpu)?;
+        let fd = super::open_event(&mut attr, tid as libc::pid_t, self.cpu, None)?;
         // SAFETY: PERF_EVENT_IOC_SET_OUTPUT from our new event to our ring's event.
         let rc =
             unsafe { perf_event_open_sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), self.fd.as_raw_fd()) };
@@ -151,6 +209,7 @@ impl PerfRing {
         let base = map_shared(&fd, map_len, 0)?;
         let mut ring = PerfRing {
             fd,
+            leader: None,
             followers: Vec::new(),
             cpu,
             owner,
@@ -196,17 +255,16 @@ impl PerfRing {
     }
 
     /// Starts sampling (again, after an AUX truncation disabled the event), with the events
-    /// of the owner's other threads.
+    /// of the owner's other threads, and the group leader last: a group member only runs
+    /// while its leader does, so the whole group starts together.
     pub fn enable(&self) -> io::Result<()> {
-        // SAFETY: PERF_EVENT_IOC_ENABLE on our own event fds (and their inherited children).
-        let rc = unsafe { perf_event_open_sys::ioctls::ENABLE(self.fd.as_raw_fd(), 0) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        enable(&self.fd)?;
         for fd in &self.followers {
             // A thread that has exited since is no loss.
-            // SAFETY: as above.
-            let _ = unsafe { perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), 0) };
+            let _ = enable(fd);
+        }
+        if let Some(leader) = &self.leader {
+            enable(leader)?;
         }
         Ok(())
     }
@@ -302,6 +360,16 @@ impl Drop for PerfRing {
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
     }
 }
+/// `PERF_EVENT_IOC_ENABLE` of one event.
+fn enable(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: PERF_EVENT_IOC_ENABLE on our own event fd (and its inherited children).
+    let rc = unsafe { perf_event_open_sys::ioctls::ENABLE(fd.as_raw_fd(), 0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Maps `len` bytes of the perf event `fd` at `offset`, shared and writable (the ring's tails
 /// are ours to move).
 fn map_shared(fd: &OwnedFd, len: usize, offset: usize) -> io::Result<*mut u8> {
@@ -320,4 +388,163 @@ fn map_shared(fd: &OwnedFd, len: usize, offset: usize) -> io::Result<*mut u8> {
         return Err(io::Error::last_os_error());
     }
     Ok(base as *mut u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perf_event_open_sys::bindings::{
+        PERF_COUNT_SW_CPU_CLOCK, PERF_COUNT_SW_PAGE_FAULTS, PERF_SAMPLE_ADDR, PERF_SAMPLE_DATA_SRC,
+        PERF_SAMPLE_TID, PERF_TYPE_SOFTWARE,
+    };
+
+    /// Sapphire Rapids' mem-loads as discovery builds it: precise, data source, ldlat, and
+    /// mem-loads-aux to lead it.
+    fn spr_mem_loads() -> SampleEvent {
+        SampleEvent {
+            name: "Intel PEBS mem-loads (cpu)".into(),
+            pmu_type: 4,
+            config: 0x01cd,
+            config1: 30,
+            config2: 0,
+            precise_ip: 2,
+            exclude_kernel: true,
+            exclude_hv: true,
+            sample_type: (PERF_SAMPLE_TID | PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_SRC) as u64,
+            period: 4096,
+            min_period: 1,
+            cpus: None,
+            address_from: AddressFrom::SampleAddr,
+            ldlat_format: None,
+            group_leader: Some(GroupLeader {
+                name: "mem-loads-aux".into(),
+                config: 0x8203,
+                config1: 0,
+                config2: 0,
+            }),
+        }
+    }
+
+    /// The leader counts (no period: the kernel refuses PEBS on an event that does not
+    /// sample) on the same PMU; the member samples, precise, with its data source.
+    #[test]
+    fn a_mem_loads_aux_leader_counts_and_the_member_samples() {
+        let event = spr_mem_loads();
+        let leader = leader_attr(&event, event.group_leader.as_ref().unwrap());
+        assert_eq!((leader.type_, leader.config), (4, 0x8203));
+        // SAFETY: reading the union's sample_period member, the one we set (or not).
+        assert_eq!(unsafe { leader.__bindgen_anon_1.sample_period }, 0);
+        assert_eq!(leader.sample_type, 0);
+        assert_eq!(leader.precise_ip(), 0);
+        assert_eq!(leader.disabled(), 1, "enabled with the ring");
+        assert_eq!(leader.exclude_kernel(), 1);
+        let member = attr_for(&event);
+        assert_eq!((member.type_, member.config), (4, 0x01cd));
+        assert_eq!(unsafe { member.__bindgen_anon_3.config1 }, 30);
+        assert_eq!(unsafe { member.__bindgen_anon_1.sample_period }, 4096);
+        assert_eq!(member.precise_ip(), 2);
+        assert_ne!(member.sample_type & PERF_SAMPLE_DATA_SRC as u64, 0);
+    }
+
+    /// AMD IBS refuses every exclude flag (EINVAL) on the kernels that do not filter in
+    /// software: none is set, here or on a leader.
+    #[test]
+    fn ibs_is_opened_without_exclude_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let ibs = dir.path().join("bus/event_source/devices/ibs_op");
+        std::fs::create_dir_all(&ibs).unwrap();
+        std::fs::write(ibs.join("type"), "11\n").unwrap();
+        let event = crate::perf::event::discover(dir.path()).unwrap().remove(0);
+        let attr = attr_for(&event);
+        assert_eq!(attr.type_, 11);
+        assert_eq!(
+            (
+                attr.exclude_kernel(),
+                attr.exclude_hv(),
+                attr.exclude_user(),
+                attr.exclude_idle()
+            ),
+            (0, 0, 0, 0)
+        );
+        assert_eq!(unsafe { attr.__bindgen_anon_4.config2 }, 0, "no swfilt");
+        // The PEBS events keep theirs.
+        let pebs = attr_for(&spr_mem_loads());
+        assert_eq!((pebs.exclude_kernel(), pebs.exclude_hv()), (1, 1));
+    }
+
+    /// Pins the calling thread to `cpu`; false where it may not run there.
+    fn pin_to(cpu: u32) -> bool {
+        // SAFETY: a zeroed cpu_set_t with one CPU set, for the calling thread (pid 0).
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu as usize, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+        }
+    }
+
+    /// The group path on this machine's kernel, with software events standing in for the
+    /// PMU's (there is no PMU here): a counting cpu-clock leads a page-faults event that
+    /// samples. The faults this thread takes on CPU 0 come out of the member's ring, which
+    /// only happens when the leader was opened, the member joined its group, and both were
+    /// enabled.
+    #[test]
+    fn a_grouped_event_samples_into_its_own_ring() {
+        let event = SampleEvent {
+            name: "page-faults led by cpu-clock".into(),
+            pmu_type: PERF_TYPE_SOFTWARE,
+            config: PERF_COUNT_SW_PAGE_FAULTS as u64,
+            config1: 0,
+            config2: 0,
+            precise_ip: 0,
+            exclude_kernel: false,
+            exclude_hv: true,
+            sample_type: (PERF_SAMPLE_TID | PERF_SAMPLE_ADDR) as u64,
+            period: 1,
+            min_period: 1,
+            cpus: None,
+            address_from: AddressFrom::SampleAddr,
+            ldlat_format: None,
+            group_leader: Some(GroupLeader {
+                name: "cpu-clock".into(),
+                config: PERF_COUNT_SW_CPU_CLOCK as u64,
+                config1: 0,
+                config2: 0,
+            }),
+        };
+        let mut ring = match PerfRing::open(&event, 0) {
+            Ok(ring) => ring,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+                eprintln!("skipped: system-wide perf events not allowed here ({e})");
+                return;
+            }
+            Err(e) => panic!("opening the group: {e}"),
+        };
+        assert!(ring.leader.is_some());
+        ring.enable().unwrap();
+        let pages = 64;
+        let seen = std::thread::spawn(move || {
+            assert!(pin_to(0));
+            let mut buffer = vec![0u8; pages * crate::PAGE_SIZE];
+            // Touch each page once: one fault each, on CPU 0.
+            for page in buffer.chunks_mut(crate::PAGE_SIZE) {
+                // SAFETY: writing a byte of our own buffer, volatile so it is not elided.
+                unsafe { std::ptr::write_volatile(&mut page[0], 1) };
+            }
+            let range = buffer.as_ptr() as u64..buffer.as_ptr() as u64 + buffer.len() as u64;
+            (range, buffer)
+        })
+        .join()
+        .unwrap();
+        let (range, _buffer) = seen;
+        let me = std::process::id();
+        let mut ours = 0;
+        ring.drain(|record| {
+            if let Record::Sample(s) = record {
+                if s.pid == me && range.contains(&s.addr) {
+                    ours += 1;
+                }
+            }
+        });
+        assert!(ours >= pages / 2, "{ours} of {pages} faults sampled");
+    }
 }

@@ -156,15 +156,43 @@ pub fn parse_sample(body: &[u8], sample_type: u64) -> Result<Sample, SampleError
     Ok(s)
 }
 
+/// Whether `addr` lies in the kernel's half of the address space: the top bit set, on x86-64
+/// (canonical addresses: user space ends at 0x0000_7fff_ffff_ffff, the kernel's half starts
+/// at 0xffff_8000_0000_0000) as on arm64 (TTBR1 addresses). For samples the PMU was not told
+/// to leave out of the kernel (AMD IBS).
+pub fn is_kernel_address(addr: u64) -> bool {
+    addr >> 63 == 1
+}
+
+/// What objtier takes from an AMD IBS op sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IbsOp {
+    /// The op's instruction address (IBS_OP_RIP).
+    pub ip: u64,
+    /// The data linear address (IBS_DC_LINADDR).
+    pub addr: u64,
+    pub op: MemOp,
+}
+
+impl IbsOp {
+    /// Taken in the kernel: its instruction, or the data it touched, is a kernel address. IBS
+    /// samples every privilege level (see `ibs_op` in [`super::event`]), so these are dropped
+    /// here, as `exclude_kernel` would have done.
+    pub fn in_kernel(&self) -> bool {
+        is_kernel_address(self.ip) || is_kernel_address(self.addr)
+    }
+}
+
 /// An AMD IBS op sample, from its `PERF_SAMPLE_RAW` bytes: a 4-byte capabilities word, then
 /// the IBS MSRs in order (IBS_OP_CTL, IBS_OP_RIP, IBS_OP_DATA, IBS_OP_DATA2, IBS_OP_DATA3,
-/// IBS_DC_LINADDR, IBS_DC_PHYSADDR, ...). Returns the data linear address and whether the op
-/// was a load or a store, when IBS_OP_DATA3 says the address is valid.
-pub fn parse_ibs_op_raw(raw: &[u8]) -> Option<(u64, MemOp)> {
+/// IBS_DC_LINADDR, IBS_DC_PHYSADDR, ...). Returns the op's instruction and data addresses and
+/// whether it was a load or a store, when IBS_OP_DATA3 says the data address is valid.
+pub fn parse_ibs_op_raw(raw: &[u8]) -> Option<IbsOp> {
     let msr = |i: usize| -> Option<u64> {
         let at = 4 + i * 8;
         Some(u64::from_ne_bytes(raw.get(at..at + 8)?.try_into().ok()?))
     };
+    const OP_RIP: usize = 1;
     const OP_DATA3: usize = 4;
     const DC_LINADDR: usize = 5;
     let data3 = msr(OP_DATA3)?;
@@ -175,7 +203,11 @@ pub fn parse_ibs_op_raw(raw: &[u8]) -> Option<(u64, MemOp)> {
         return None;
     }
     let op = if store { MemOp::Store } else { MemOp::Load };
-    Some((msr(DC_LINADDR)?, op))
+    Some(IbsOp {
+        ip: msr(OP_RIP)?,
+        addr: msr(DC_LINADDR)?,
+        op,
+    })
 }
 
 #[cfg(test)]
@@ -260,10 +292,26 @@ mod tests {
         let s = parse_sample(&body, sample_type).unwrap();
         assert_eq!(s.pid, 3);
         assert_eq!(s.addr, 0, "IBS gives the address in RAW, not ADDR");
+        let op = parse_ibs_op_raw(&s.raw).unwrap();
         assert_eq!(
-            parse_ibs_op_raw(&s.raw),
-            Some((0x7ffd_0000_2040, MemOp::Store))
+            op,
+            IbsOp {
+                ip: 0x40_1000,
+                addr: 0x7ffd_0000_2040,
+                op: MemOp::Store
+            }
         );
+        assert!(!op.in_kernel());
+        // IBS samples the kernel too: an op there, or touching kernel data, says so.
+        let kernel_ip = IbsOp {
+            ip: 0xffff_ffff_8100_0000,
+            ..op
+        };
+        let kernel_data = IbsOp {
+            addr: 0xffff_8880_0000_1000,
+            ..op
+        };
+        assert!(kernel_ip.in_kernel() && kernel_data.in_kernel());
         // An op that was not a memory access, or whose address is not valid, says nothing.
         let mut not_mem = raw.clone();
         not_mem[4 + 4 * 8..4 + 5 * 8].copy_from_slice(&(1u64 << 17).to_ne_bytes());
