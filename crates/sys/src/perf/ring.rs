@@ -277,39 +277,34 @@ impl PerfRing {
         let head = unsafe { std::ptr::read_volatile(&(*meta).data_head) };
         fence(Ordering::Acquire);
         // SAFETY: data_tail is ours to read and write.
-        let mut tail = unsafe { std::ptr::read_volatile(&(*meta).data_tail) };
-        let mut record = Vec::new();
-        while tail < head {
-            let header_bytes = self.copy_out(tail, std::mem::size_of::<perf_event_header>());
-            let kind = u32::from_ne_bytes(header_bytes[0..4].try_into().unwrap());
-            let size = u16::from_ne_bytes(header_bytes[6..8].try_into().unwrap()) as u64;
-            if size < 8 || tail + size > head {
-                break; // malformed or incomplete: wait for the kernel
-            }
-            record.clear();
-            record.extend(self.copy_out(tail + 8, size as usize - 8));
-            match kind {
-                PERF_RECORD_SAMPLE => {
-                    if let Ok(sample) = parse_sample(&record, self.sample_type) {
-                        on_record(Record::Sample(sample));
-                    }
+        let tail = unsafe { std::ptr::read_volatile(&(*meta).data_tail) };
+        // SAFETY: the data area is mapped for the ring's lifetime; the kernel writes only past
+        // `head`, which we do not read.
+        let data =
+            unsafe { std::slice::from_raw_parts(self.base.add(self.data_offset), self.data_size) };
+        let (sample_type, sample_id_all) = (self.sample_type, self.sample_id_all);
+        let aux = &mut self.aux;
+        let tail = walk_records(data, tail, head, |kind, record| match kind {
+            PERF_RECORD_SAMPLE => {
+                if let Ok(sample) = parse_sample(record, sample_type) {
+                    on_record(Record::Sample(sample));
                 }
-                PERF_RECORD_LOST if record.len() >= 16 => {
-                    let lost = u64::from_ne_bytes(record[8..16].try_into().unwrap());
+            }
+            PERF_RECORD_LOST => {
+                if let Some(lost) = lost_count(record) {
                     on_record(Record::Lost(lost));
                 }
-                PERF_RECORD_AUX => {
-                    if let (Some(aux), Ok(chunk)) = (
-                        &mut self.aux,
-                        parse_aux_record(&record, self.sample_id_all, self.sample_type),
-                    ) {
-                        aux.reader.push(chunk);
-                    }
-                }
-                _ => {}
             }
-            tail += size;
-        }
+            PERF_RECORD_AUX => {
+                if let (Some(aux), Ok(chunk)) = (
+                    aux.as_mut(),
+                    parse_aux_record(record, sample_id_all, sample_type),
+                ) {
+                    aux.reader.push(chunk);
+                }
+            }
+            _ => {}
+        });
         fence(Ordering::Release);
         // SAFETY: publishing the new tail tells the kernel the space is free.
         unsafe { std::ptr::write_volatile(&mut (*meta).data_tail, tail) };
@@ -330,24 +325,47 @@ impl PerfRing {
             }
         }
     }
+}
 
-    /// `len` bytes of the data area from ring position `at`, across the wrap.
-    fn copy_out(&self, at: u64, len: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(len);
-        let mut position = (at % self.data_size as u64) as usize;
-        let mut left = len;
-        while left > 0 {
-            let chunk = left.min(self.data_size - position);
-            // SAFETY: position..position+chunk lies inside the mapped data area.
-            let src = unsafe {
-                std::slice::from_raw_parts(self.base.add(self.data_offset + position), chunk)
-            };
-            out.extend_from_slice(src);
-            left -= chunk;
-            position = 0;
+/// Calls `each(kind, body)` for every complete record of a perf data area (`data`, a ring of
+/// `data.len()` bytes) from ring position `tail` up to `head`, bodies copied out across the
+/// wrap; returns the position after the last one. A record that is malformed (shorter than its
+/// header) or not yet complete ends the walk: the kernel is still writing it.
+fn walk_records(data: &[u8], mut tail: u64, head: u64, mut each: impl FnMut(u32, &[u8])) -> u64 {
+    let header = std::mem::size_of::<perf_event_header>();
+    let mut body = Vec::new();
+    while tail < head {
+        let bytes = copy_out(data, tail, header);
+        let kind = u32::from_ne_bytes(bytes[0..4].try_into().unwrap());
+        let size = u16::from_ne_bytes(bytes[6..8].try_into().unwrap()) as u64;
+        if size < header as u64 || tail + size > head {
+            break;
         }
-        out
+        body.clear();
+        body.extend(copy_out(data, tail + header as u64, size as usize - header));
+        each(kind, &body);
+        tail += size;
     }
+    tail
+}
+
+/// `len` bytes of the ring `data` from ring position `at`, across the wrap.
+fn copy_out(data: &[u8], at: u64, len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len);
+    let mut position = (at % data.len() as u64) as usize;
+    let mut left = len;
+    while left > 0 {
+        let chunk = left.min(data.len() - position);
+        out.extend_from_slice(&data[position..position + chunk]);
+        left -= chunk;
+        position = 0;
+    }
+    out
+}
+
+/// The count of a `PERF_RECORD_LOST` body (`u64 id, u64 lost`).
+fn lost_count(body: &[u8]) -> Option<u64> {
+    Some(u64::from_ne_bytes(body.get(8..16)?.try_into().ok()?))
 }
 
 impl Drop for PerfRing {
@@ -427,6 +445,67 @@ mod tests {
 
     /// The leader counts (no period: the kernel refuses PEBS on an event that does not
     /// sample) on the same PMU; the member samples, precise, with its data source.
+    /// One record of `kind` with `body`, as the kernel lays it out (header, then body).
+    fn record(kind: u32, body: &[u8]) -> Vec<u8> {
+        let size = (8 + body.len()) as u16;
+        let mut out = kind.to_ne_bytes().to_vec();
+        out.extend(0u16.to_ne_bytes()); // misc
+        out.extend(size.to_ne_bytes());
+        out.extend(body);
+        out
+    }
+
+    /// Records are read across the ring's wrap, a LOST record's count is taken, and a record
+    /// the kernel has not finished (or a malformed header) ends the walk where it starts.
+    #[test]
+    fn records_are_walked_across_the_wrap_up_to_the_incomplete_one() {
+        let sample = record(PERF_RECORD_SAMPLE, &[7u8; 16]);
+        let lost = record(
+            PERF_RECORD_LOST,
+            &[1, 0, 0, 0, 0, 0, 0, 0, 42, 0, 0, 0, 0, 0, 0, 0],
+        );
+        let next = record(PERF_RECORD_SAMPLE, &[9u8; 8]);
+        // A 64-byte ring whose writer has wrapped: positions 40.. hold the sample (ending at
+        // 64), then the LOST record from 0 (as position 64), then a 16-byte record of which
+        // only 8 bytes are published.
+        let mut data = vec![0u8; 64];
+        let mut at = 40u64;
+        for bytes in [&sample, &lost, &next] {
+            for (i, b) in bytes.iter().enumerate() {
+                data[(at as usize + i) % 64] = *b;
+            }
+            at += bytes.len() as u64;
+        }
+        let head = 40 + (sample.len() + lost.len() + 8) as u64;
+        let mut seen = Vec::new();
+        let tail = walk_records(&data, 40, head, |kind, body| {
+            seen.push((kind, body.to_vec()))
+        });
+        assert_eq!(
+            seen,
+            vec![
+                (PERF_RECORD_SAMPLE, vec![7u8; 16]),
+                (PERF_RECORD_LOST, lost[8..].to_vec())
+            ]
+        );
+        assert_eq!(
+            tail,
+            40 + (sample.len() + lost.len()) as u64,
+            "stops before `next`"
+        );
+        assert_eq!(lost_count(&seen[1].1), Some(42));
+        assert_eq!(
+            lost_count(&[0u8; 12]),
+            None,
+            "a short LOST body counts nothing"
+        );
+        // A header claiming fewer bytes than itself is not walked past.
+        let mut bad = vec![0u8; 64];
+        bad[..8].copy_from_slice(&record(PERF_RECORD_SAMPLE, &[])[..8]);
+        bad[6..8].copy_from_slice(&4u16.to_ne_bytes());
+        assert_eq!(walk_records(&bad, 0, 64, |_, _| panic!("malformed")), 0);
+    }
+
     #[test]
     fn a_mem_loads_aux_leader_counts_and_the_member_samples() {
         let event = spr_mem_loads();
