@@ -387,7 +387,7 @@ fn arm_spe(devices: &Path, pmu: &str, terms: &str) -> Result<SampleEvent, String
     })
 }
 
-fn page_faults() -> SampleEvent {
+pub(crate) fn page_faults() -> SampleEvent {
     SampleEvent {
         name: "software page-faults".into(),
         pmu_type: PERF_TYPE_SOFTWARE,

@@ -77,15 +77,21 @@ pub enum Record<'a> {
     },
 }
 
-/// The attributes of `event`, disabled until [`PerfRing::enable`].
-fn attr_for(event: &SampleEvent) -> perf_event_attr {
+/// Attributes naming an event of PMU `pmu_type`, everything else zero (the default).
+fn base_attr(pmu_type: u32, config: u64, config1: u64, config2: u64) -> perf_event_attr {
     // SAFETY: perf_event_attr is plain data; all zero is its documented default.
     let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
-    attr.type_ = event.pmu_type;
+    attr.type_ = pmu_type;
     attr.size = std::mem::size_of::<perf_event_attr>() as u32;
-    attr.config = event.config;
-    attr.__bindgen_anon_3.config1 = event.config1;
-    attr.__bindgen_anon_4.config2 = event.config2;
+    attr.config = config;
+    attr.__bindgen_anon_3.config1 = config1;
+    attr.__bindgen_anon_4.config2 = config2;
+    attr
+}
+
+/// The attributes of `event`, disabled until [`PerfRing::enable`].
+fn attr_for(event: &SampleEvent) -> perf_event_attr {
+    let mut attr = base_attr(event.pmu_type, event.config, event.config1, event.config2);
     attr.__bindgen_anon_1.sample_period = event.period.max(event.min_period).max(1);
     attr.sample_type = event.sample_type;
     attr.set_precise_ip(event.precise_ip as u64);
@@ -105,13 +111,12 @@ fn attr_for(event: &SampleEvent) -> perf_event_attr {
 /// (no period, no sample fields, not precise: see [`GroupLeader`]), disabled until
 /// [`PerfRing::enable`].
 fn leader_attr(event: &SampleEvent, leader: &GroupLeader) -> perf_event_attr {
-    // SAFETY: perf_event_attr is plain data; all zero is its documented default.
-    let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
-    attr.type_ = event.pmu_type;
-    attr.size = std::mem::size_of::<perf_event_attr>() as u32;
-    attr.config = leader.config;
-    attr.__bindgen_anon_3.config1 = leader.config1;
-    attr.__bindgen_anon_4.config2 = leader.config2;
+    let mut attr = base_attr(
+        event.pmu_type,
+        leader.config,
+        leader.config1,
+        leader.config2,
+    );
     attr.set_exclude_kernel(event.exclude_kernel as u64);
     attr.set_exclude_hv(event.exclude_hv as u64);
     attr.set_disabled(1);
@@ -412,8 +417,7 @@ fn map_shared(fd: &OwnedFd, len: usize, offset: usize) -> io::Result<*mut u8> {
 mod tests {
     use super::*;
     use perf_event_open_sys::bindings::{
-        PERF_COUNT_SW_CPU_CLOCK, PERF_COUNT_SW_PAGE_FAULTS, PERF_SAMPLE_ADDR, PERF_SAMPLE_DATA_SRC,
-        PERF_SAMPLE_TID, PERF_TYPE_SOFTWARE,
+        PERF_COUNT_SW_CPU_CLOCK, PERF_SAMPLE_ADDR, PERF_SAMPLE_DATA_SRC, PERF_SAMPLE_TID,
     };
 
     /// Sapphire Rapids' mem-loads as discovery builds it: precise, data source, ldlat, and
@@ -570,25 +574,14 @@ mod tests {
     fn a_grouped_event_samples_into_its_own_ring() {
         let event = SampleEvent {
             name: "page-faults led by cpu-clock".into(),
-            pmu_type: PERF_TYPE_SOFTWARE,
-            config: PERF_COUNT_SW_PAGE_FAULTS as u64,
-            config1: 0,
-            config2: 0,
-            precise_ip: 0,
-            exclude_kernel: false,
-            exclude_hv: true,
             sample_type: (PERF_SAMPLE_TID | PERF_SAMPLE_ADDR) as u64,
-            period: 1,
-            min_period: 1,
-            cpus: None,
-            address_from: AddressFrom::SampleAddr,
-            ldlat_format: None,
             group_leader: Some(GroupLeader {
                 name: "cpu-clock".into(),
                 config: PERF_COUNT_SW_CPU_CLOCK as u64,
                 config1: 0,
                 config2: 0,
             }),
+            ..super::super::event::page_faults()
         };
         let mut ring = match PerfRing::open(&event, 0) {
             Ok(ring) => ring,
