@@ -206,7 +206,12 @@ impl Source for Synthetic {
         Ok(())
     }
     fn observe(&mut self) -> anyhow::Result<Vec<Observation>> {
-        Ok(self.0.clone())
+        let now = objtier_daemon::monotonic_ns();
+        let mut observations = self.0.clone();
+        for o in &mut observations {
+            o.time_ns = now;
+        }
+        Ok(observations)
     }
 }
 
@@ -376,6 +381,7 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
                 end,
                 weight: (nr_accesses * ((end - start) / PAGE_SIZE as u64)) as f64,
                 kind: AccessKind::Any,
+                time_ns: 0, // stamped by each interval's observe()
             });
         }
     }

@@ -988,7 +988,7 @@ impl Process {
 
     /// Adds `weight` sampled accesses spread over `[start, end)` to the overlapping records,
     /// in proportion to overlap. Returns the weight that landed on records.
-    pub fn attribute(&mut self, start: u64, end: u64, weight: f64) -> f64 {
+    pub fn attribute(&mut self, start: u64, end: u64, weight: f64, time_ns: u64) -> f64 {
         if end <= start || weight <= 0.0 {
             return 0.0;
         }
@@ -1006,6 +1006,7 @@ impl Process {
             if overlap_end > overlap_start {
                 let share = weight * (overlap_end - overlap_start) as f64 / span;
                 record.interval_accesses += share as f32;
+                record.last_access_ns = record.last_access_ns.max(time_ns);
                 attributed += share;
             }
         }
@@ -1114,13 +1115,23 @@ pub(crate) mod tests {
         assert_eq!(p.object_start_of(0x4000_0000 + (64 << 20)), 0x4000_0000);
         // Accesses over the second half land on the second record only.
         let second = 0x4000_0000 + (64 << 20);
-        let got = p.attribute(second, second + (32 << 20), 10.0);
+        let got = p.attribute(second, second + (32 << 20), 10.0, 7_000);
         assert!((got - 10.0).abs() < 1e-9);
         assert_eq!(p.records[&second].interval_accesses, 10.0);
         assert_eq!(p.records[&0x4000_0000].interval_accesses, 0.0);
+        // The last access is the observation's time, the latest when several fall on it.
+        assert_eq!(p.records[&second].last_access_ns, 7_000);
+        assert_eq!(p.records[&0x4000_0000].last_access_ns, 0);
         // A region half outside every record attributes half.
-        assert!((p.attribute(second - 4096 * 4, second - 4096 * 2, 2.0) - 2.0).abs() < 1e-9);
-        assert_eq!(p.attribute(0x1000, 0x2000, 1.0), 0.0);
+        let half = p.attribute(second - 4096 * 4, second - 4096 * 2, 2.0, 5_000);
+        assert!((half - 2.0).abs() < 1e-9);
+        assert_eq!(p.records[&0x4000_0000].last_access_ns, 5_000);
+        p.attribute(second, second + 4096, 1.0, 6_000);
+        assert_eq!(
+            p.records[&second].last_access_ns, 7_000,
+            "an older one changes nothing"
+        );
+        assert_eq!(p.attribute(0x1000, 0x2000, 1.0, 1), 0.0);
     }
 
     /// The record layout docs/architecture.md describes: at most 64 bytes with its key.
@@ -1155,11 +1166,11 @@ pub(crate) mod tests {
         p.drain();
         let (start, end) = (0x10000u64, 0x10000u64 + MAX_OBJECT_BYTES);
         let pages = (MAX_OBJECT_BYTES / PAGE_SIZE as u64) as f64;
-        p.attribute(start, end, 1.0);
+        p.attribute(start, end, 1.0, 1);
         let tiny = p.records[&0x10000].interval_accesses;
         assert!(tiny > 0.0 && (tiny as f64 - 1.0 / pages).abs() < 1e-6 / pages);
         p.records.get_mut(&0x10000).unwrap().interval_accesses = 0.0;
-        p.attribute(0x10000, 0x11000, 1000.0 * pages);
+        p.attribute(0x10000, 0x11000, 1000.0 * pages, 1);
         let huge = p.records[&0x10000].interval_accesses;
         assert!(huge.is_finite() && (huge as f64 / (1000.0 * pages) - 1.0).abs() < 1e-7);
     }

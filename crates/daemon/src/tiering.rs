@@ -25,7 +25,7 @@
 
 use crate::process::ResidentPages;
 use crate::source::Target;
-use crate::{monotonic_ns, Daemon};
+use crate::Daemon;
 use objtier_policy::{
     proactive_placements, tier_budget, Candidate, ProcessPolicy, Signals, SiteRecord, TierBudget,
     TierBytes,
@@ -469,13 +469,9 @@ impl Daemon {
     }
 }
 
-/// Step 2 for one record: its EMA of sampled accesses, its last access time, and its last two
-/// intervals' samples move on by one interval.
-fn age(
-    aggregate: &dyn objtier_policy::Aggregate,
-    now_ns: u64,
-    record: &mut crate::process::Record,
-) {
+/// Step 2 for one record: its EMA of sampled accesses and its last two intervals' samples move
+/// on by one interval (its last access time was set by attribution, from the observations').
+fn age(aggregate: &dyn objtier_policy::Aggregate, record: &mut crate::process::Record) {
     // Below the smallest normal f32 (about 10^-38 accesses an interval) the EMA is 0: a decaying
     // value would otherwise end as a subnormal, slow to compute with, that never reaches 0 (0.9
     // times the smallest subnormal rounds back up to it).
@@ -486,9 +482,6 @@ fn age(
     } else {
         aggregated
     };
-    if record.interval_accesses > 0.0 {
-        record.last_access_ns = now_ns;
-    }
     record.previous_accesses = record.recent_accesses;
     record.recent_accesses = record.interval_accesses;
     record.interval_accesses = 0.0;
@@ -639,7 +632,6 @@ fn errno_name(errno: i32) -> String {
 impl Daemon {
     pub fn interval(&mut self) {
         let started = Instant::now();
-        let now_ns = monotonic_ns();
         let mut report = IntervalReport {
             seconds_since_start: self.started.elapsed().as_secs_f64(),
             ..IntervalReport::default()
@@ -658,7 +650,7 @@ impl Daemon {
                         continue;
                     };
                     if let Some(p) = self.processes.get_mut(id) {
-                        attributed += p.attribute(o.start, o.end, o.weight);
+                        attributed += p.attribute(o.start, o.end, o.weight, o.time_ns);
                     }
                 }
                 self.totals.sampled_weight += sampled;
@@ -732,7 +724,7 @@ impl Daemon {
             let aggregate = &*self.policy.aggregate;
             for p in self.processes.values_mut() {
                 for record in p.records.values_mut() {
-                    age(aggregate, now_ns, record);
+                    age(aggregate, record);
                 }
             }
             self.log_hottest();
@@ -819,7 +811,7 @@ impl Daemon {
                 .records
                 .iter_mut()
                 .map(|(start, record)| {
-                    age(aggregate, now_ns, record);
+                    age(aggregate, record);
                     (start, record)
                 })
                 .peekable();

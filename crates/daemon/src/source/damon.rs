@@ -74,6 +74,7 @@ impl Source for DamonSource {
         self.account_kdamond();
         let regions = self.damon.snapshot()?;
         let pids: Vec<u32> = self.damon.targets().iter().map(|t| t.pid).collect();
+        let time_ns = crate::monotonic_ns();
         Ok(regions
             .into_iter()
             .filter_map(|r| {
@@ -85,6 +86,7 @@ impl Source for DamonSource {
                     end: r.end,
                     weight: r.nr_accesses as f64 * pages as f64,
                     kind: AccessKind::Any,
+                    time_ns,
                 })
             })
             .collect())

@@ -42,6 +42,10 @@ pub struct Observation {
     /// source's unit only needs to be consistent with itself.
     pub weight: f64,
     pub kind: AccessKind,
+    /// When (`CLOCK_MONOTONIC` ns) the accesses were seen: the latest sample's own time where
+    /// the source samples one by one (perf), else when the source looked (DAMON's snapshot,
+    /// the proc source's scan). A record's last access is the latest of these.
+    pub time_ns: u64,
 }
 
 /// What a source cost since the daemon started.

@@ -42,8 +42,9 @@ pub struct PerfSource {
 #[derive(Default)]
 struct Tally {
     pids: HashSet<u32>,
-    /// (pid, page, is_store) -> samples this interval.
-    pending: HashMap<(u32, u64, bool), u32>,
+    /// (pid, page, is_store) -> samples this interval, and the latest one's time (0: the
+    /// sample had none, it counts as seen when observed).
+    pending: HashMap<(u32, u64, bool), (u32, u64)>,
     lost: u64,
     /// Samples that had no data address, or a process not attached.
     ignored: u64,
@@ -53,7 +54,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn count(&mut self, pid: u32, addr: u64, op: MemOp) {
+    fn count(&mut self, pid: u32, addr: u64, op: MemOp, time_ns: u64) {
         if is_kernel_address(addr) {
             self.kernel += 1;
             return;
@@ -63,10 +64,12 @@ impl Tally {
             return;
         }
         let page = addr & !(PAGE_SIZE as u64 - 1);
-        *self
+        let (samples, latest) = self
             .pending
             .entry((pid, page, op == MemOp::Store))
-            .or_default() += 1;
+            .or_default();
+        *samples += 1;
+        *latest = (*latest).max(time_ns);
     }
 
     /// One record of a ring of an event whose addresses come `from` there.
@@ -88,7 +91,7 @@ impl Tally {
                     // SPE writes no samples; its data comes as AUX chunks.
                     AddressFrom::SpeAux => (0, MemOp::Unknown),
                 };
-                self.count(s.pid, addr, op);
+                self.count(s.pid, addr, op, s.time);
             }
             Record::Aux { pid, record, data } => {
                 if record.truncated() {
@@ -98,7 +101,8 @@ impl Tally {
                 match pid {
                     Some(pid) => {
                         for a in accesses {
-                            self.count(pid, a.addr, a.op);
+                            // SPE packets carry no time on the daemon's clock.
+                            self.count(pid, a.addr, a.op, 0);
                         }
                     }
                     None => self.ignored += accesses.len() as u64,
@@ -354,11 +358,12 @@ impl Source for PerfSource {
 
     fn observe(&mut self) -> anyhow::Result<Vec<Observation>> {
         self.drain();
+        let now = crate::monotonic_ns();
         Ok(self
             .tally
             .pending
             .drain()
-            .map(|((pid, page, store), samples)| Observation {
+            .map(|((pid, page, store), (samples, latest))| Observation {
                 pid,
                 start: page,
                 end: page + PAGE_SIZE as u64,
@@ -368,6 +373,7 @@ impl Source for PerfSource {
                 } else {
                     AccessKind::Load
                 },
+                time_ns: if latest == 0 { now } else { latest },
             })
             .collect())
     }
@@ -600,6 +606,37 @@ mod tests {
             .record(AddressFrom::SampleAddr, Record::Sample(pebs));
         assert!(perf.observe().unwrap().is_empty());
         assert_eq!(perf.kernel_samples(), 3);
+    }
+
+    /// An observation carries its latest sample's time (on the daemon's clock: the events ask
+    /// for CLOCK_MONOTONIC); samples with no time count as seen when observed.
+    #[test]
+    fn observations_carry_the_latest_sample_time() {
+        let mut perf = source(&[5]);
+        for (addr, time) in [(0x7f00_0000_3008, 2_000), (0x7f00_0000_3010, 9_000)] {
+            let sample = Sample {
+                pid: 5,
+                addr,
+                time,
+                ..Sample::default()
+            };
+            perf.tally
+                .record(AddressFrom::SampleAddr, Record::Sample(sample));
+        }
+        let observed = perf.observe().unwrap();
+        assert_eq!(
+            (observed.len(), observed[0].weight, observed[0].time_ns),
+            (1, 2.0, 9_000)
+        );
+        let before = crate::monotonic_ns();
+        let untimed = Sample {
+            pid: 5,
+            addr: 0x7f00_0000_3008,
+            ..Sample::default()
+        };
+        perf.tally
+            .record(AddressFrom::SampleAddr, Record::Sample(untimed));
+        assert!(perf.observe().unwrap()[0].time_ns >= before);
     }
 
     #[test]

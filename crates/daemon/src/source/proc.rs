@@ -241,6 +241,7 @@ impl<K: RefsKernel> ProcSource<K> {
             end,
             weight: ((end - start) / PAGE) as f64,
             kind: AccessKind::Any,
+            time_ns: 0,
         }));
         self.mark_idle(&pfns)
     }
@@ -282,6 +283,7 @@ impl<K: RefsKernel> ProcSource<K> {
                 end,
                 weight: ((end - start) / PAGE) as f64,
                 kind: AccessKind::Store,
+                time_ns: 0,
             }));
             // The mapping's other referenced pages, at most one per unwritten present page.
             let rest = (vma.referenced_bytes / PAGE)
@@ -302,6 +304,7 @@ impl<K: RefsKernel> ProcSource<K> {
                 end,
                 weight: ((end - start) / PAGE) as f64 * per_page,
                 kind,
+                time_ns: 0,
             }));
         }
         self.clear(pid, soft_dirty)
@@ -426,6 +429,11 @@ impl<K: RefsKernel> Source for ProcSource<K> {
             }
         }
         self.targets = targets;
+        // Referenced bits say "since the last scan", not when: the scan's time stands for it.
+        let now = crate::monotonic_ns();
+        for o in &mut out {
+            o.time_ns = now;
+        }
         Ok(out)
     }
 

@@ -18,7 +18,7 @@ use super::event::{AddressFrom, GroupLeader, SampleEvent};
 use super::sample::{parse_sample, Sample};
 use perf_event_open_sys::bindings::{
     perf_event_attr, perf_event_header, perf_event_mmap_page, PERF_RECORD_AUX, PERF_RECORD_LOST,
-    PERF_RECORD_SAMPLE,
+    PERF_RECORD_SAMPLE, PERF_SAMPLE_TIME,
 };
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -98,6 +98,12 @@ fn attr_for(event: &SampleEvent) -> perf_event_attr {
     attr.set_exclude_kernel(event.exclude_kernel as u64);
     attr.set_exclude_hv(event.exclude_hv as u64);
     attr.set_disabled(1);
+    if event.sample_type & PERF_SAMPLE_TIME as u64 != 0 {
+        // Sample times on CLOCK_MONOTONIC, the daemon's clock, rather than perf's own: an
+        // observation's time then compares with the daemon's (a record's last access).
+        attr.set_use_clockid(1);
+        attr.clockid = libc::CLOCK_MONOTONIC;
+    }
     if event.address_from == AddressFrom::SpeAux {
         // Per process: the threads it creates from now on write into the same ring, and each
         // PERF_RECORD_AUX names the task whose chunk it announces.
