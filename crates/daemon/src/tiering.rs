@@ -445,7 +445,12 @@ impl Daemon {
         let mut priorities: Vec<i32> = self.processes.values().map(|p| p.priority).collect();
         priorities.sort_unstable();
         priorities.dedup();
-        if priorities != since.priorities {
+        // Only a change that involves programs of different priority re-plans (one arriving or
+        // leaving beside another): the first program attaching, or a lone program's priority,
+        // has nobody to compete with. Planning then, before any access was sampled, would also
+        // take the allocation trigger's bytes for a blind plan: a program that allocates at
+        // start would never get an informed one.
+        if priorities != since.priorities && (priorities.len() > 1 || since.priorities.len() > 1) {
             reasons.push("the attached application priorities changed".into());
         }
         if self
@@ -1530,8 +1535,8 @@ mod tests {
     }
 
     /// With `time:3` nothing moves until the third interval; with `alloc:SIZE` nothing moves
-    /// until that much was allocated. The first interval always plans: the attached
-    /// priorities changed (from none).
+    /// until that much was allocated, however the program's first interval went. Priorities
+    /// re-plan when programs of different priority come or go.
     #[test]
     fn triggers_gate_enforcement() {
         use objtier_policy::TriggerSpec;
@@ -1544,8 +1549,6 @@ mod tests {
             &[TriggerSpec::Time(3)],
             Default::default(),
         );
-        // The priorities "changed" at the start; acknowledge them without moving anything.
-        daemon.since_enforcement.priorities = vec![0];
         let id = *daemon.processes.keys().next().unwrap();
         let heat = |d: &mut Daemon| {
             d.processes
@@ -1584,12 +1587,23 @@ mod tests {
             "{report:?}"
         );
 
-        // A new priority always re-plans.
+        // A lone program's priority has nobody to compete with...
         daemon.processes.get_mut(&id).unwrap().priority = 5;
+        daemon.interval();
+        assert!(!daemon.last_interval.as_ref().unwrap().enforced);
+        // ...a second program of another priority re-plans, and so does its leaving.
+        let (other, _peer) = crate::process::Process::synthetic(2, 2, 64, 64 << 20).unwrap();
+        daemon.processes.insert(other.id, other);
         daemon.interval();
         let report = daemon.last_interval.as_ref().unwrap();
         assert!(report.enforced);
         assert!(report.trigger_reasons[0].contains("priorities changed"));
+        daemon.processes.remove(&2);
+        daemon.interval();
+        let report = daemon.last_interval.as_ref().unwrap();
+        assert!(report.enforced && report.trigger_reasons[0].contains("priorities changed"));
+        daemon.interval();
+        assert!(!daemon.last_interval.as_ref().unwrap().enforced);
     }
 
     /// A process whose pidfd says it exited is never queried nor moved, even if the fake
