@@ -96,6 +96,9 @@ pub struct SinceEnforcement {
     /// The distinct application priorities attached at the last enforcement: a change (a
     /// high-priority program arriving or leaving) always enforces, whatever the triggers say.
     pub priorities: Vec<i32>,
+    /// Sampled accesses attributed to records: while a sampling source has seen none, a
+    /// trigger's plan would rank on nothing, so it waits (keeping what the triggers counted).
+    pub attributed_weight: f64,
 }
 
 /// How long one step may migrate, in intervals, before it plans again with fresh samples. One
@@ -442,6 +445,17 @@ impl Daemon {
             instructions,
         };
         let mut reasons = self.policy.check_triggers(&signals);
+        // A trigger that fires before the source has seen any access (DAMON's first interval,
+        // right after a program allocated its data) would plan blind, and use up what it
+        // counted: the allocation trigger's bytes would then never come again for a program
+        // that allocates once. It waits for the first samples instead.
+        if !reasons.is_empty() && self.source.samples() && since.attributed_weight <= 0.0 {
+            tracing::debug!(
+                ?reasons,
+                "a trigger fired before any access was sampled: waiting"
+            );
+            reasons.clear();
+        }
         let mut priorities: Vec<i32> = self.processes.values().map(|p| p.priority).collect();
         priorities.sort_unstable();
         priorities.dedup();
@@ -660,6 +674,7 @@ impl Daemon {
                 }
                 self.totals.sampled_weight += sampled;
                 self.totals.attributed_weight += attributed;
+                self.since_enforcement.attributed_weight += attributed;
                 report.attributed_share = (sampled > 0.0).then(|| attributed / sampled);
             }
             Err(e) => {
@@ -1532,6 +1547,50 @@ mod tests {
         assert_eq!(fake.pages_on(0) as u64, 80 * MIB / 4096, "48 + 32 MiB fast");
         let report = daemon.last_interval.as_ref().unwrap();
         assert_eq!((report.promoted_pages, report.demoted_pages), (0, 0));
+    }
+
+    /// A source that delivers the observations it is given, one list per interval.
+    struct Scripted(std::collections::VecDeque<Vec<crate::source::Observation>>);
+
+    impl crate::source::Source for Scripted {
+        fn name(&self) -> &'static str {
+            "scripted"
+        }
+        fn describe(&self) -> String {
+            "scripted".into()
+        }
+        fn follow(&mut self, _targets: &[crate::source::Target]) -> anyhow::Result<()> {
+            Ok(())
+        }
+        fn observe(&mut self) -> anyhow::Result<Vec<crate::source::Observation>> {
+            Ok(self.0.pop_front().unwrap_or_default())
+        }
+    }
+
+    /// A trigger that fires before the source has seen any access waits for the first samples
+    /// (DAMON's first interval has none), keeping what it counted, instead of planning blind.
+    #[test]
+    fn triggers_wait_for_the_first_samples() {
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut daemon, hot) = hot_object_behind_a_full_fast_tier(&fake, &sys);
+        let pid = daemon.processes.values().next().unwrap().pid;
+        let seen = crate::source::Observation {
+            pid,
+            start: hot,
+            end: hot + 2 * MIB,
+            weight: 100.0,
+            kind: crate::source::AccessKind::Any,
+            time_ns: 1,
+        };
+        daemon.source = AccessSource::new(Box::new(Scripted(vec![vec![], vec![seen]].into())));
+        daemon.interval();
+        let report = daemon.last_interval.clone().unwrap();
+        assert!(!report.enforced && report.promoted_pages == 0, "{report:?}");
+        daemon.interval();
+        let report = daemon.last_interval.clone().unwrap();
+        assert!(report.enforced, "{report:?}");
+        assert_eq!(report.promoted_pages, 512, "the hot object, once seen");
     }
 
     /// With `time:3` nothing moves until the third interval; with `alloc:SIZE` nothing moves
