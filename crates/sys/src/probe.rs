@@ -318,12 +318,7 @@ pub fn probe_perf(
 /// The first online CPU `event` covers (CPU 0 if the online list is unreadable).
 fn trial_cpu(roots: &Roots, event: &SampleEvent) -> Option<u32> {
     let online = crate::perf::online_cpus(&roots.sys).unwrap_or_else(|_| vec![0]);
-    online.into_iter().find(|cpu| {
-        event
-            .cpus
-            .as_ref()
-            .is_none_or(|covered| covered.contains(cpu))
-    })
+    online.into_iter().find(|&cpu| event.covers(cpu))
 }
 
 /// What a refused `perf_event_open` means, and what to do: (why, remedy).

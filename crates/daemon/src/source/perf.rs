@@ -179,14 +179,11 @@ fn set_load_latency(events: &mut [SampleEvent], cycles: u64) -> anyhow::Result<(
 /// and `cpu_atom` each cover one type of core; an event opened on a CPU of the other type
 /// would sample nothing there, or be refused), else all of them.
 fn cpus_to_open(event: &SampleEvent, online: &[u32]) -> Vec<u32> {
-    match &event.cpus {
-        Some(covered) => online
-            .iter()
-            .copied()
-            .filter(|c| covered.contains(c))
-            .collect(),
-        None => online.to_vec(),
-    }
+    online
+        .iter()
+        .copied()
+        .filter(|&cpu| event.covers(cpu))
+        .collect()
 }
 
 /// Opens the configured event (`--event`), or the best hardware one this machine has.

@@ -113,6 +113,13 @@ pub struct SampleEvent {
 }
 
 impl SampleEvent {
+    /// Whether the event's PMU covers `cpu` (every CPU when it does not say).
+    pub fn covers(&self, cpu: u32) -> bool {
+        self.cpus
+            .as_ref()
+            .is_none_or(|covered| covered.contains(&cpu))
+    }
+
     /// Sets the load-latency threshold to `cycles`, overriding what the alias said. Returns
     /// whether the event has one (false: nothing changed); an error for 0, or a value that
     /// does not fit the PMU's term.
