@@ -93,8 +93,9 @@ pub struct SinceEnforcement {
     pub intervals: u32,
     /// Bytes of tracked objects allocated.
     pub allocated_bytes: u64,
-    /// The distinct application priorities attached at the last enforcement: a change (a
-    /// high-priority program arriving or leaving) always enforces, whatever the triggers say.
+    /// The distinct application priorities attached at the last enforcement: a change that
+    /// involves programs of different priority (one arriving or leaving beside another)
+    /// enforces, whatever the triggers say.
     pub priorities: Vec<i32>,
     /// Sampled accesses attributed to records: while a sampling source has seen none, a
     /// trigger's plan would rank on nothing, so it waits (keeping what the triggers counted).
@@ -411,7 +412,8 @@ impl Daemon {
 impl Daemon {
     /// Step 3: asks the policy's triggers whether to enforce now; records why in `report`.
     /// Besides the triggers, a migration left unfinished by the last step (time or rate limit)
-    /// goes on, and a change of the attached priorities always re-plans.
+    /// goes on, and a change of the attached priorities that involves programs of different
+    /// priority re-plans; the triggers wait for a sampling source's first samples.
     fn check_triggers(&mut self, report: &mut IntervalReport) -> bool {
         let since = &mut self.since_enforcement;
         since.intervals = since.intervals.saturating_add(1);
