@@ -18,6 +18,7 @@
 //! | `tiers` | `"0;1"` | `--tiers` |
 //! | `fast-capacity` | size | `--fast-capacity` |
 //! | `fast-reserve` | size | `--fast-reserve` |
+//! | `reclaim-cache` | boolean | `--reclaim-cache on\|off` |
 //! | `whole-records` | boolean | `--whole-records` |
 //! | `proactive` | boolean, or `"conservative"`, `"threshold[:F]"`, `"off"` | `--proactive` |
 //! | `warm-start` | boolean | `--warm-start on\|off` |
@@ -100,6 +101,7 @@ pub struct DaemonFile {
     pub tiers: Option<String>,
     pub fast_capacity: Option<SizeValue>,
     pub fast_reserve: Option<SizeValue>,
+    pub reclaim_cache: Option<bool>,
     pub whole_records: Option<bool>,
     pub proactive: Option<SwitchOrText>,
     pub warm_start: Option<bool>,
@@ -125,7 +127,7 @@ impl DaemonFile {
             anyhow::anyhow!(
                 "{}; the keys are the daemon's long options: socket, interval, alpha, fill, \
                  split, prioritization, trigger, source, tiers, fast-capacity, fast-reserve, \
-                 whole-records, proactive, warm-start, site-store, rate-limit, event, sample-period, ldlat, \
+                 reclaim-cache, whole-records, proactive, warm-start, site-store, rate-limit, event, sample-period, ldlat, \
                  damon-sample, damon-aggregate, damon-regions",
                 e.to_string().trim_end()
             )

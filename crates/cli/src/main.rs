@@ -134,6 +134,12 @@ struct DaemonArgs {
     /// tier except for SIZE kept for the highest priority (default: keep them out entirely).
     #[arg(long, value_parser = parse_size)]
     fast_reserve: Option<u64>,
+    /// Count the tiers' cold file cache (Inactive(file) in each node's meminfo) as room for
+    /// objects: on (moving objects in makes the kernel reclaim that cache, or demote it with
+    /// demotion_enabled, as its own tiering does) or off (only free memory is room)
+    /// [default: on].
+    #[arg(long, value_parser = ["on", "off"])]
+    reclaim_cache: Option<String>,
     /// Move every record whole, as the paper's daemon does (default: when a record does not fit
     /// the fast tier's remaining budget whole, the part of it that fits is placed there).
     #[arg(long)]
@@ -411,6 +417,14 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     config.fast_reserve_bytes = args
         .fast_reserve
         .or(size("fast-reserve", &file.fast_reserve)?);
+    if let Some(v) = args
+        .reclaim_cache
+        .as_deref()
+        .map(|v| v == "on")
+        .or(file.reclaim_cache)
+    {
+        config.reclaim_cache = v;
+    }
     config.record_parts = !(args.whole_records || file.whole_records.unwrap_or(false));
     config.rate_limit_bytes_per_second = args.rate_limit.or(size("rate-limit", &file.rate_limit)?);
     config.dry_run = args.dry_run;
@@ -739,13 +753,16 @@ fn print_status(reply: &serde_json::Value) {
         );
     }
     println!("tiers (fastest first):");
+    let cache_is_room = reply["daemon"]["reclaim_cache"].as_bool().unwrap_or(false);
     for tier in reply["tiers"].as_array().into_iter().flatten() {
         println!(
-            "  tier {} nodes {}: capacity {}, free {}, objtier budget {}",
+            "  tier {} nodes {}: capacity {}, free {}, cold file cache {}{}, objtier budget {}",
             tier["tier"],
             tier["nodes"],
             mib(&tier["capacity_bytes"]),
             mib(&tier["free_bytes"]),
+            mib(&tier["inactive_file_bytes"]),
+            if cache_is_room { " (room)" } else { "" },
             mib(&tier["budget_bytes"])
         );
     }
@@ -766,9 +783,13 @@ fn print_status(reply: &serde_json::Value) {
             per_tier.join(", ")
         );
         for site in p["sites"].as_array().into_iter().flatten().take(5) {
-            let innermost = site["frames"][0]
-                .as_str()
-                .unwrap_or("(frames not yet known)");
+            let innermost = site["frames"][0].as_str().unwrap_or(
+                if site["site"].as_str() == Some("0x0000000000000000") {
+                    "(small objects: the allocator's blocks)"
+                } else {
+                    "(frames not yet known)"
+                },
+            );
             let tier = site["start_tier"].as_u64().map_or(String::new(), |t| {
                 format!(
                     ", starts in tier {t} ({})",
@@ -879,7 +900,8 @@ mod tests {
             &file,
             "fill = 0.8\ninterval = \"1s\"\nprioritization = \"lru\"\nsource = \"none\"\n\
              rate-limit = \"256M\"\nproactive = false\ntrigger = [\"time:2\", \"alloc:512M\"]\n\
-             warm-start = false\nsite-store = \"/srv/sites\"\ndamon-regions = \"20-2000\"\n",
+             warm-start = false\nsite-store = \"/srv/sites\"\ndamon-regions = \"20-2000\"\n\
+             reclaim-cache = false\n",
         )
         .unwrap();
         let path = file.to_str().unwrap();
@@ -895,6 +917,7 @@ mod tests {
             vec![TriggerSpec::Time(2), TriggerSpec::Allocation(512 << 20)]
         );
         assert!(!c.warm_start);
+        assert!(!c.reclaim_cache);
         assert_eq!(c.site_store.as_deref(), Some(Path::new("/srv/sites")));
         assert_eq!((c.damon.min_regions, c.damon.max_regions), (20, 2000));
         assert_eq!(
@@ -910,9 +933,12 @@ mod tests {
             "on",
             "--site-store",
             "/elsewhere",
+            "--reclaim-cache",
+            "on",
         ])
         .unwrap();
         assert!(c.warm_start);
+        assert!(c.reclaim_cache, "the command line wins");
         assert_eq!(c.site_store.as_deref(), Some(Path::new("/elsewhere")));
         assert_eq!(c.alpha, objtier_policy::DEFAULT_ALPHA, "then the default");
         assert_eq!(c.split_bytes, 64 << 20);
@@ -921,6 +947,7 @@ mod tests {
         assert_eq!(defaults.proactive, SitePlacement::Conservative);
         assert_eq!(defaults.triggers, vec![TriggerSpec::Time(1)]);
         assert!(defaults.warm_start);
+        assert!(defaults.reclaim_cache);
         assert_eq!(
             defaults.site_store, None,
             "the default directory is chosen at start-up"

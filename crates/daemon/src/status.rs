@@ -17,6 +17,8 @@ pub fn status_json(d: &Daemon) -> Value {
                 "nodes": t.nodes,
                 "capacity_bytes": capacity,
                 "free_bytes": free,
+                // Cold file cache: room too, unless the daemon runs with --reclaim-cache off.
+                "inactive_file_bytes": d.topology.tier_inactive_file_bytes(i),
                 // The slowest tier takes whatever the faster ones do not: no budget (null).
                 "budget_bytes": d
                     .last_interval
@@ -85,6 +87,7 @@ pub fn status_json(d: &Daemon) -> Value {
             "source_detail": d.source.describe(),
             "source_cost": d.source.cost(),
             "dry_run": d.config.dry_run,
+            "reclaim_cache": d.config.reclaim_cache,
             "proactive": d.config.proactive.to_string(),
             "policy": d.policy.describe(),
             "warm_start": d.site_store.is_some(),

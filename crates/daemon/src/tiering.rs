@@ -436,7 +436,14 @@ impl Daemon {
         let (fast_capacity_bytes, fast_free_bytes) = if self.topology.tiers.is_empty() {
             (0, 0)
         } else {
-            self.topology.tier_bytes(0)
+            let (capacity, free) = self.topology.tier_bytes(0);
+            // Room, as the budget counts it: cold file cache too, unless told otherwise.
+            let cache = if self.config.reclaim_cache {
+                self.topology.tier_inactive_file_bytes(0)
+            } else {
+                0
+            };
+            (capacity, free + cache)
         };
         let signals = Signals {
             intervals_since_enforcement: since.intervals,
@@ -893,7 +900,10 @@ impl Daemon {
                 });
                 continue;
             }
-            let (mut capacity, free) = self.topology.tier_bytes(tier);
+            let (mut capacity, mut free) = self.topology.tier_bytes(tier);
+            if self.config.reclaim_cache {
+                free += self.topology.tier_inactive_file_bytes(tier);
+            }
             if tier == 0 {
                 if let Some(cap) = self.config.fast_capacity_bytes {
                     capacity = capacity.min(cap);
@@ -1519,6 +1529,37 @@ mod tests {
         assert_eq!(beyond, (first_36[..page(27) as usize].to_vec(), 0, page(9)));
         let (first, _, _) = run(false);
         assert_eq!(first, (vec![], 0, 0), "whole records: 48 MiB never fits");
+    }
+
+    /// A fast tier with no free memory but 20 MiB of cold file cache: by default the cache is
+    /// room (the kernel reclaims it as pages move in), so a hot 8 MiB object is promoted; with
+    /// `reclaim_cache` off the budget is free memory only, and nothing moves. What hpcc met in
+    /// the evaluation: the libraries it had just read filled the fast node with file cache.
+    #[test]
+    fn cold_file_cache_in_the_fast_tier_is_room() {
+        let run = |reclaim_cache: bool| {
+            let sys = tempfile::tempdir().unwrap();
+            let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+            let (mut p, _peer) = process();
+            let pid = p.pid;
+            let hot = 0x7000_0000_0000u64;
+            push(&p, EventKind::Alloc, hot, 8 * MIB, event_flags::SNAPSHOT);
+            fake.lock().unwrap().place(pid, hot, 8 * MIB, 1);
+            p.drain();
+            let id = p.id;
+            let mut topology = two_tiers(40 * MIB, 0);
+            topology.nodes[0].inactive_file_bytes = 20 * MIB;
+            let mut daemon = daemon_with(topology, p, &fake, &sys);
+            daemon.config.reclaim_cache = reclaim_cache;
+            let p = daemon.processes.get_mut(&id).unwrap();
+            p.records.get_mut(&hot).unwrap().interval_accesses = 100.0;
+            daemon.interval();
+            let report = daemon.last_interval.clone().unwrap();
+            (report.budget_bytes_by_tier[0], report.promoted_pages)
+        };
+        // 20 MiB of cache less the 4 MiB reserve the 90 % fill keeps.
+        assert_eq!(run(true), (16 * MIB, 8 * MIB / 4096));
+        assert_eq!(run(false), (0, 0));
     }
 
     /// A process capped at 80 MiB of the fast tier with two hot 48 MiB records in the slow

@@ -75,7 +75,9 @@ pub struct Signals {
     /// Bytes of tracked objects allocated, by all attached processes, since the last
     /// enforcement.
     pub allocated_bytes_since_enforcement: u64,
-    /// The fastest tier's capacity and free memory, in bytes.
+    /// The fastest tier's capacity and free memory, in bytes. Free counts the tier's cold
+    /// file cache too when the daemon does (its `reclaim_cache` setting, on by default): room
+    /// as the budgets see it.
     pub fast_capacity_bytes: u64,
     pub fast_free_bytes: u64,
     /// Last-level-cache misses and instructions retired during this interval, when the daemon

@@ -26,6 +26,9 @@ pub struct Node {
     pub has_cpus: bool,
     pub total_bytes: u64,
     pub free_bytes: u64,
+    /// File cache on the node that the kernel deems cold (`Inactive(file)`): reclaim takes it
+    /// first, so moving pages into the node makes room of it.
+    pub inactive_file_bytes: u64,
 }
 
 /// One memory tier: nodes the kernel considers equally fast.
@@ -80,10 +83,17 @@ fn read(path: &Path) -> Result<String, TopologyError> {
     })
 }
 
-/// Reads `MemTotal`/`MemFree` (in kB) from a node's meminfo.
-fn parse_node_meminfo(text: &str) -> (Option<u64>, Option<u64>) {
-    let mut total = None;
-    let mut free = None;
+/// What a node's meminfo says, in bytes (the file gives kB).
+#[derive(Default)]
+struct NodeMeminfo {
+    total: Option<u64>,
+    free: Option<u64>,
+    inactive_file: Option<u64>,
+}
+
+/// Reads `MemTotal`, `MemFree` and `Inactive(file)` from a node's meminfo.
+fn parse_node_meminfo(text: &str) -> NodeMeminfo {
+    let mut info = NodeMeminfo::default();
     for line in text.lines() {
         // "Node 0 MemTotal:        2009680 kB"
         let mut words = line.split_whitespace().skip(2);
@@ -92,12 +102,13 @@ fn parse_node_meminfo(text: &str) -> (Option<u64>, Option<u64>) {
         };
         let kib = value.parse::<u64>().ok().map(|v| v * 1024);
         match key {
-            "MemTotal:" => total = kib,
-            "MemFree:" => free = kib,
+            "MemTotal:" => info.total = kib,
+            "MemFree:" => info.free = kib,
+            "Inactive(file):" => info.inactive_file = kib,
             _ => {}
         }
     }
-    (total, free)
+    info
 }
 
 impl Topology {
@@ -111,6 +122,7 @@ impl Topology {
             has_cpus,
             total_bytes,
             free_bytes,
+            inactive_file_bytes: 0,
         };
         Topology {
             nodes: vec![
@@ -154,11 +166,11 @@ impl Topology {
             let dir = node_dir.join(format!("node{id}"));
             let cpulist = fs::read_to_string(dir.join("cpulist")).unwrap_or_default();
             let has_cpus = parse_list(&cpulist).is_some_and(|l| !l.is_empty());
-            let (total, free) = match fs::read_to_string(dir.join("meminfo")) {
+            let info = match fs::read_to_string(dir.join("meminfo")) {
                 Ok(text) => parse_node_meminfo(&text),
-                Err(_) => (None, None),
+                Err(_) => NodeMeminfo::default(),
             };
-            let total_bytes = total.unwrap_or(0);
+            let total_bytes = info.total.unwrap_or(0);
             if total_bytes == 0 {
                 continue; // memory-less node (CPUs only): not a tier
             }
@@ -166,7 +178,8 @@ impl Topology {
                 id,
                 has_cpus,
                 total_bytes,
-                free_bytes: free.unwrap_or(0),
+                free_bytes: info.free.unwrap_or(0),
+                inactive_file_bytes: info.inactive_file.unwrap_or(0),
             });
         }
         if nodes.is_empty() {
@@ -278,13 +291,27 @@ impl Topology {
             .fold((0, 0), |(t, f), n| (t + n.total_bytes, f + n.free_bytes))
     }
 
-    /// Re-reads free memory per node (cheap; done every interval).
+    /// Cold file cache in a tier (`Inactive(file)` of its nodes), in bytes.
+    pub fn tier_inactive_file_bytes(&self, tier: usize) -> u64 {
+        self.tiers[tier]
+            .nodes
+            .iter()
+            .filter_map(|id| self.node(*id))
+            .map(|n| n.inactive_file_bytes)
+            .sum()
+    }
+
+    /// Re-reads free memory and cold file cache per node (cheap; done every interval).
     pub fn refresh_free(&mut self, sys_root: &Path) {
         for node in &mut self.nodes {
             let path = sys_root.join(format!("devices/system/node/node{}/meminfo", node.id));
             if let Ok(text) = fs::read_to_string(path) {
-                if let (_, Some(free)) = parse_node_meminfo(&text) {
+                let info = parse_node_meminfo(&text);
+                if let Some(free) = info.free {
                     node.free_bytes = free;
+                }
+                if let Some(inactive) = info.inactive_file {
+                    node.inactive_file_bytes = inactive;
                 }
             }
         }
@@ -304,7 +331,8 @@ mod tests {
     fn meminfo(node: u32, total_kib: u64, free_kib: u64) -> String {
         format!(
             "Node {node} MemTotal:       {total_kib} kB\nNode {node} MemFree:        {free_kib} kB\n\
-             Node {node} MemUsed:        1 kB\n"
+             Node {node} MemUsed:        1 kB\nNode {node} Inactive(file):  {} kB\n",
+            free_kib / 2
         )
     }
 
@@ -350,7 +378,18 @@ mod tests {
         assert_eq!(topo.tiers[0].nodes, vec![0]);
         assert_eq!(topo.tiers[1].nodes, vec![1]);
         assert_eq!(topo.tier_bytes(0), (500_000 * 1024, 100_000 * 1024));
+        assert_eq!(topo.tier_inactive_file_bytes(0), 50_000 * 1024);
         assert_eq!(topo.tier_of_node(1), Some(1));
+        // Free memory and cold file cache are read again at every interval.
+        write(
+            root,
+            "devices/system/node/node0/meminfo",
+            &meminfo(0, 500_000, 10_000),
+        );
+        let mut topo = topo;
+        topo.refresh_free(root);
+        assert_eq!(topo.tier_bytes(0), (500_000 * 1024, 10_000 * 1024));
+        assert_eq!(topo.tier_inactive_file_bytes(0), 5_000 * 1024);
         let explicit = topo
             .clone()
             .with_explicit_tiers(&[vec![1], vec![0]])
