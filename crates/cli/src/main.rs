@@ -393,14 +393,15 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
         }
         config.perf_ldlat = v;
     }
-    if let Some(v) = args
-        .warm_start
-        .as_deref()
-        .map(|v| v == "on")
-        .or(file.warm_start)
-    {
-        config.warm_start = v;
-    }
+    // An on|off option: the command line's word, else the file's boolean, else the default.
+    let switch = |arg: Option<&str>, file: Option<bool>, default: bool| {
+        arg.map(|v| v == "on").or(file).unwrap_or(default)
+    };
+    config.warm_start = switch(
+        args.warm_start.as_deref(),
+        file.warm_start,
+        config.warm_start,
+    );
     config.site_store = args.site_store.or(file.site_store);
     let damon_sample = text("damon-sample", &file.damon_sample, parse_duration)?;
     if let Some(v) = args.damon_sample.or(damon_sample) {
@@ -417,14 +418,11 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     config.fast_reserve_bytes = args
         .fast_reserve
         .or(size("fast-reserve", &file.fast_reserve)?);
-    if let Some(v) = args
-        .reclaim_cache
-        .as_deref()
-        .map(|v| v == "on")
-        .or(file.reclaim_cache)
-    {
-        config.reclaim_cache = v;
-    }
+    config.reclaim_cache = switch(
+        args.reclaim_cache.as_deref(),
+        file.reclaim_cache,
+        config.reclaim_cache,
+    );
     config.record_parts = !(args.whole_records || file.whole_records.unwrap_or(false));
     config.rate_limit_bytes_per_second = args.rate_limit.or(size("rate-limit", &file.rate_limit)?);
     config.dry_run = args.dry_run;
