@@ -114,29 +114,12 @@ impl Tally {
 
 fn explain(event: &SampleEvent, cpu: u32, e: std::io::Error) -> anyhow::Error {
     let paranoid = objtier_sys::perf::paranoid_setting(std::path::Path::new("/proc"));
-    let spe = event.address_from == AddressFrom::SpeAux;
-    let hint = match e.raw_os_error() {
-        Some(libc::EACCES) | Some(libc::EPERM) if spe => format!(
-            "sampling other users' processes needs root or CAP_PERFMON (kernel.\
-             perf_event_paranoid is {paranoid}), and the AUX area locks {} KiB per process and \
-             CPU (beyond kernel.perf_event_mlock_kb without CAP_IPC_LOCK)",
-            objtier_sys::perf::ring::SPE_AUX_BYTES / 1024
-        ),
-        Some(libc::EACCES) | Some(libc::EPERM) => format!(
-            "system-wide sampling needs root or CAP_PERFMON (kernel.perf_event_paranoid is \
-             {paranoid})"
-        ),
-        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) => {
-            "this machine's PMU does not offer it (a VM without PMU passthrough?)".into()
-        }
-        Some(libc::EINVAL) => "the kernel refused its attributes (wrong --event terms?)".into(),
-        Some(libc::ENODATA) => "the kernel wants it in a group it is not in (Intel mem-loads \
-             sampling its data source needs mem-loads-aux to lead its group; the PMU lists no \
-             mem-loads-aux event in sysfs?)"
-            .into(),
-        _ => "see perf_event_open(2)".into(),
-    };
-    anyhow::anyhow!("cannot sample {} on CPU {cpu}: {e}; {hint}", event.name)
+    let (why, remedy) = objtier_sys::perf::ring::explain_refusal(event, &e);
+    anyhow::anyhow!(
+        "cannot sample {} on CPU {cpu}: {e}: {why}; {remedy} (kernel.perf_event_paranoid is \
+         {paranoid})",
+        event.name
+    )
 }
 
 /// The threads of process `pid` other than its main one, from `<proc_root>/PID/task`.

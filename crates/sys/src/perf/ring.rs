@@ -149,6 +149,56 @@ fn open_group(
     Ok((leader, fd))
 }
 
+/// Why the kernel refused to open `event` (`perf_event_open`'s error `e`) and what to do, as
+/// `(why, remedy)`: the one explanation `objtier doctor` and the daemon give.
+pub fn explain_refusal(event: &SampleEvent, e: &io::Error) -> (String, String) {
+    let spe = event.address_from == AddressFrom::SpeAux;
+    let other = "use another event (--event PMU/TERMS/), a newer kernel, or --source damon";
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => (
+            "not allowed".into(),
+            if spe {
+                format!(
+                    "sampling other users' processes needs root or CAP_PERFMON, and the AUX area \
+                     locks {} KiB per process and CPU (beyond kernel.perf_event_mlock_kb without \
+                     CAP_IPC_LOCK)",
+                    SPE_AUX_BYTES / 1024
+                )
+            } else {
+                "system-wide sampling needs root or CAP_PERFMON, or sysctl \
+                 kernel.perf_event_paranoid=0; if the daemon has them, a security module \
+                 (SELinux, kernel lockdown) refuses it"
+                    .into()
+            },
+        ),
+        Some(libc::ENODATA) => (
+            "the PMU or this kernel does not support it as objtier opens it (the kernel wants \
+             mem-loads in a group led by mem-loads-aux, and this PMU lists no mem-loads-aux)"
+                .into(),
+            "use another event (--event mem-stores, or PMU/TERMS/), or --source damon".into(),
+        ),
+        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) => (
+            format!(
+                "this machine's PMU does not offer {} (a VM without PMU passthrough?)",
+                event.name
+            ),
+            other.into(),
+        ),
+        Some(libc::EINVAL) => (
+            format!(
+                "the kernel refused {}'s attributes as objtier sets them (wrong --event terms, \
+                 or a kernel too old for them?)",
+                event.name
+            ),
+            other.into(),
+        ),
+        _ => (
+            "see perf_event_open(2)".into(),
+            "use --source damon until this is fixed".into(),
+        ),
+    }
+}
+
 /// Opens `event` on `cpu` as the daemon does (its group leader first, the same attributes;
 /// an Arm SPE event for this process, as the daemon checks at start-up) and closes it at once:
 /// whether this kernel, PMU and user allow it, with the kernel's errno when not. Maps nothing:
