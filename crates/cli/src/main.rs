@@ -134,10 +134,10 @@ struct DaemonArgs {
     /// tier except for SIZE kept for the highest priority (default: keep them out entirely).
     #[arg(long, value_parser = parse_size)]
     fast_reserve: Option<u64>,
-    /// Count the tiers' cold file cache (Inactive(file) in each node's meminfo) as room for
-    /// objects: on (moving objects in makes the kernel reclaim that cache, or demote it with
-    /// demotion_enabled, as its own tiering does) or off (only free memory is room)
-    /// [default: on].
+    /// Count the tiers' clean cold file cache (Inactive(file) less Dirty and Writeback, from
+    /// each node's meminfo) as room for objects: on (moving objects in makes the kernel reclaim
+    /// that cache, or demote it with demotion_enabled, as its own tiering does) or off (only
+    /// free memory is room) [default: on].
     #[arg(long, value_parser = ["on", "off"])]
     reclaim_cache: Option<String>,
     /// Move every record whole, as the paper's daemon does (default: when a record does not fit
@@ -759,7 +759,7 @@ fn print_status(reply: &serde_json::Value) {
             tier["nodes"],
             mib(&tier["capacity_bytes"]),
             mib(&tier["free_bytes"]),
-            mib(&tier["inactive_file_bytes"]),
+            mib(&tier["cold_cache_bytes"]),
             if cache_is_room { " (room)" } else { "" },
             mib(&tier["budget_bytes"])
         );

@@ -71,10 +71,11 @@ pub struct DaemonConfig {
     /// fastest tier except for this many bytes kept for the highest priority. None: they are
     /// kept out of it entirely (the paper's policy).
     pub fast_reserve_bytes: Option<u64>,
-    /// Count a tier's cold file cache (`Inactive(file)` of its nodes) as room for objects
-    /// (true; `--reclaim-cache off`): moving pages in makes the kernel reclaim that cache, or
-    /// demote it with `demotion_enabled`, as its own tiering does to make room for promotions.
-    /// False budgets only free memory, and cold cache can then keep objects out of the tier.
+    /// Count a tier's clean cold file cache (`Inactive(file)` less `Dirty` and `Writeback`, of
+    /// its nodes) as room for objects (true; `--reclaim-cache off`): moving pages in makes the
+    /// kernel reclaim that cache, or demote it with `demotion_enabled`, as its own tiering does
+    /// to make room for promotions. False budgets only free memory, and cold cache can then keep
+    /// objects out of the tier.
     pub reclaim_cache: bool,
     /// Place the part of a record that fits a tier when the whole does not (true); false moves
     /// records whole, as the paper's daemon does (`--whole-records`).

@@ -18,7 +18,7 @@ pub fn status_json(d: &Daemon) -> Value {
                 "capacity_bytes": capacity,
                 "free_bytes": free,
                 // Cold file cache: room too, unless the daemon runs with --reclaim-cache off.
-                "inactive_file_bytes": d.topology.tier_inactive_file_bytes(i),
+                "cold_cache_bytes": d.topology.tier_cold_cache_bytes(i),
                 // The slowest tier takes whatever the faster ones do not: no budget (null).
                 "budget_bytes": d
                     .last_interval

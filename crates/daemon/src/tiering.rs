@@ -439,7 +439,7 @@ impl Daemon {
             let (capacity, free) = self.topology.tier_bytes(0);
             // Room, as the budget counts it: cold file cache too, unless told otherwise.
             let cache = if self.config.reclaim_cache {
-                self.topology.tier_inactive_file_bytes(0)
+                self.topology.tier_cold_cache_bytes(0)
             } else {
                 0
             };
@@ -902,7 +902,7 @@ impl Daemon {
             }
             let (mut capacity, mut free) = self.topology.tier_bytes(tier);
             if self.config.reclaim_cache {
-                free += self.topology.tier_inactive_file_bytes(tier);
+                free += self.topology.tier_cold_cache_bytes(tier);
             }
             if tier == 0 {
                 if let Some(cap) = self.config.fast_capacity_bytes {
@@ -1548,7 +1548,7 @@ mod tests {
             p.drain();
             let id = p.id;
             let mut topology = two_tiers(40 * MIB, 0);
-            topology.nodes[0].inactive_file_bytes = 20 * MIB;
+            topology.nodes[0].cold_cache_bytes = 20 * MIB;
             let mut daemon = daemon_with(topology, p, &fake, &sys);
             daemon.config.reclaim_cache = reclaim_cache;
             let p = daemon.processes.get_mut(&id).unwrap();

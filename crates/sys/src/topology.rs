@@ -26,9 +26,10 @@ pub struct Node {
     pub has_cpus: bool,
     pub total_bytes: u64,
     pub free_bytes: u64,
-    /// File cache on the node that the kernel deems cold (`Inactive(file)`): reclaim takes it
-    /// first, so moving pages into the node makes room of it.
-    pub inactive_file_bytes: u64,
+    /// Clean file cache on the node that the kernel deems cold: `Inactive(file)` less what is
+    /// `Dirty` or under `Writeback` (which reclaim must write first). Reclaim takes it first,
+    /// so moving pages into the node makes room of it.
+    pub cold_cache_bytes: u64,
 }
 
 /// One memory tier: nodes the kernel considers equally fast.
@@ -89,9 +90,20 @@ struct NodeMeminfo {
     total: Option<u64>,
     free: Option<u64>,
     inactive_file: Option<u64>,
+    dirty: Option<u64>,
+    writeback: Option<u64>,
 }
 
-/// Reads `MemTotal`, `MemFree` and `Inactive(file)` from a node's meminfo.
+impl NodeMeminfo {
+    /// Cold file cache that reclaim can drop at once (see [`Node::cold_cache_bytes`]).
+    fn cold_cache(&self) -> Option<u64> {
+        let unclean = self.dirty.unwrap_or(0) + self.writeback.unwrap_or(0);
+        self.inactive_file.map(|i| i.saturating_sub(unclean))
+    }
+}
+
+/// Reads `MemTotal`, `MemFree` and the file cache's `Inactive(file)`, `Dirty` and `Writeback`
+/// from a node's meminfo.
 fn parse_node_meminfo(text: &str) -> NodeMeminfo {
     let mut info = NodeMeminfo::default();
     for line in text.lines() {
@@ -105,6 +117,8 @@ fn parse_node_meminfo(text: &str) -> NodeMeminfo {
             "MemTotal:" => info.total = kib,
             "MemFree:" => info.free = kib,
             "Inactive(file):" => info.inactive_file = kib,
+            "Dirty:" => info.dirty = kib,
+            "Writeback:" => info.writeback = kib,
             _ => {}
         }
     }
@@ -122,7 +136,7 @@ impl Topology {
             has_cpus,
             total_bytes,
             free_bytes,
-            inactive_file_bytes: 0,
+            cold_cache_bytes: 0,
         };
         Topology {
             nodes: vec![
@@ -179,7 +193,7 @@ impl Topology {
                 has_cpus,
                 total_bytes,
                 free_bytes: info.free.unwrap_or(0),
-                inactive_file_bytes: info.inactive_file.unwrap_or(0),
+                cold_cache_bytes: info.cold_cache().unwrap_or(0),
             });
         }
         if nodes.is_empty() {
@@ -291,13 +305,13 @@ impl Topology {
             .fold((0, 0), |(t, f), n| (t + n.total_bytes, f + n.free_bytes))
     }
 
-    /// Cold file cache in a tier (`Inactive(file)` of its nodes), in bytes.
-    pub fn tier_inactive_file_bytes(&self, tier: usize) -> u64 {
+    /// Clean cold file cache in a tier (see [`Node::cold_cache_bytes`]), in bytes.
+    pub fn tier_cold_cache_bytes(&self, tier: usize) -> u64 {
         self.tiers[tier]
             .nodes
             .iter()
             .filter_map(|id| self.node(*id))
-            .map(|n| n.inactive_file_bytes)
+            .map(|n| n.cold_cache_bytes)
             .sum()
     }
 
@@ -310,8 +324,8 @@ impl Topology {
                 if let Some(free) = info.free {
                     node.free_bytes = free;
                 }
-                if let Some(inactive) = info.inactive_file {
-                    node.inactive_file_bytes = inactive;
+                if let Some(cold) = info.cold_cache() {
+                    node.cold_cache_bytes = cold;
                 }
             }
         }
@@ -331,8 +345,11 @@ mod tests {
     fn meminfo(node: u32, total_kib: u64, free_kib: u64) -> String {
         format!(
             "Node {node} MemTotal:       {total_kib} kB\nNode {node} MemFree:        {free_kib} kB\n\
-             Node {node} MemUsed:        1 kB\nNode {node} Inactive(file):  {} kB\n",
-            free_kib / 2
+             Node {node} MemUsed:        1 kB\nNode {node} Inactive(file):  {} kB\n\
+             Node {node} Dirty:          {} kB\nNode {node} Writeback:      {} kB\n",
+            free_kib / 2,
+            free_kib / 20,
+            free_kib / 40,
         )
     }
 
@@ -378,7 +395,10 @@ mod tests {
         assert_eq!(topo.tiers[0].nodes, vec![0]);
         assert_eq!(topo.tiers[1].nodes, vec![1]);
         assert_eq!(topo.tier_bytes(0), (500_000 * 1024, 100_000 * 1024));
-        assert_eq!(topo.tier_inactive_file_bytes(0), 50_000 * 1024);
+        assert_eq!(
+            topo.tier_cold_cache_bytes(0),
+            (50_000 - 5_000 - 2_500) * 1024
+        );
         assert_eq!(topo.tier_of_node(1), Some(1));
         // Free memory and cold file cache are read again at every interval.
         write(
@@ -389,7 +409,7 @@ mod tests {
         let mut topo = topo;
         topo.refresh_free(root);
         assert_eq!(topo.tier_bytes(0), (500_000 * 1024, 10_000 * 1024));
-        assert_eq!(topo.tier_inactive_file_bytes(0), 5_000 * 1024);
+        assert_eq!(topo.tier_cold_cache_bytes(0), (5_000 - 500 - 250) * 1024);
         let explicit = topo
             .clone()
             .with_explicit_tiers(&[vec![1], vec![0]])
