@@ -9,6 +9,7 @@
 #   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh phase-change
 #   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh warm-start
 #   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh cache-room
+#   scripts/tiered-vm --fast-mem 126M --slow-mem 1G -- tests/vm/tiering.sh page-location
 # Each scenario runs tierbench once without objtier (the baseline must leave the hot objects
 # slow) and once under `objtier run`, and judges both by tierbench's own ground truth
 # (move_pages status of its pages), never by objtier's counters.
@@ -36,7 +37,7 @@ trap cleanup EXIT
 
 bench() { "$BIN/tierbench" hotcold --objects 8 --size 96M --hot 2 --json "$@"; }
 
-scenario=${1:?usage: tiering.sh small-fast|capped|three-tier|priorities|placement|proactive|phase-change|warm-start|cache-room}
+scenario=${1:?usage: tiering.sh small-fast|capped|three-tier|priorities|placement|proactive|phase-change|warm-start|cache-room|page-location}
 echo "== $scenario: $(grep -h MemTotal /sys/devices/system/node/node*/meminfo | tr -s ' ' | tr '\n' ';')"
 case $scenario in
 small-fast)
@@ -46,6 +47,13 @@ small-fast)
 		pass doctor-sees-two-tiers-and-damon
 	else
 		fail doctor-sees-two-tiers-and-damon; cat "$WORK/doctor.json"
+	fi
+	# The daemon locates pages through /proc/PID/pagemap here (root, memory blocks), and that
+	# agrees with move_pages page for page on pages doctor spread over both nodes.
+	if python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["page_location"]; sys.exit(0 if l["method"] == "pagemap" and l["agrees_with_move_pages"] and l["nodes"] == [0, 1] else 1)' "$WORK/doctor.json"; then
+		pass pagemap-locates-pages-as-move-pages-does
+	else
+		fail pagemap-locates-pages-as-move-pages-does; python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["page_location"])' "$WORK/doctor.json"
 	fi
 	# 512 MiB fast node, 768 MiB of objects: first touch fills the fast node with the cold
 	# objects and leaves the hot ones (allocated last) in the slow tier.
@@ -392,6 +400,18 @@ print("   born fast share per cold object (%s run):" % sys.argv[2], " ".join("%.
 		pass second-run-hot-site-keeps-the-fast-tier
 	else
 		fail second-run-hot-site-keeps-the-fast-tier; daemon_log
+	fi
+	;;
+page-location)
+	# A 126 MiB fast node is not a multiple of the 128 MiB memory block: the block where node 0
+	# ends and node 1 begins, here all of node 0, is listed under both nodes. Pages in it must
+	# still be located right (pagemap leaves them to move_pages): doctor's check, with its pages
+	# on both nodes.
+	"$BIN/objtier" doctor --json >"$WORK/doctor.json"
+	if python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["page_location"]; sys.exit(0 if l["method"] == "pagemap" and l["agrees_with_move_pages"] and l["nodes"] == [0, 1] else 1)' "$WORK/doctor.json"; then
+		pass pagemap-locates-pages-in-a-block-two-nodes-share
+	else
+		fail pagemap-locates-pages-in-a-block-two-nodes-share; python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["page_location"])' "$WORK/doctor.json"
 	fi
 	;;
 cache-room)

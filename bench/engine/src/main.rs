@@ -541,26 +541,59 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
     }))
 }
 
-/// What one `move_pages` status query costs the kernel per page, on `pages` pages of our own
-/// memory: what locating a million records' pages would add on this machine.
-fn kernel_query_ns_per_page(pages: usize) -> Option<f64> {
+/// What locating a page costs the kernel, per page asked, on `pages` pages of our own memory
+/// laid out in records as the bench's are: all of them (a first interval), and the records of
+/// one turn when a twelfth is located at a time (a steady interval at 10^6 records). With
+/// `move_pages` (what an unprivileged daemon, or one on a kernel without memory blocks, uses)
+/// and with the mover the daemon uses here (`/proc/PID/pagemap` as root), as
+/// (how, ns a page for all, ns a page for a twelfth).
+fn kernel_query_ns_per_page(pages: usize) -> Vec<(&'static str, f64, f64)> {
     use objtier_sys::pages::LinuxPageMover;
     let mut memory = vec![1u8; (pages + 1) * PAGE_SIZE];
     let first = (memory.as_mut_ptr() as u64).next_multiple_of(PAGE_SIZE as u64);
-    let addresses: Vec<u64> = (0..pages as u64)
-        .map(|i| first + i * PAGE_SIZE as u64)
-        .collect();
-    let mut status = vec![0; pages];
-    let mut best = f64::INFINITY;
-    for _ in 0..5 {
-        let t = cpu_ns();
-        LinuxPageMover
-            .query(std::process::id(), &addresses, &mut status)
-            .ok()?;
-        best = best.min((cpu_ns() - t) as f64 / pages as f64);
+    let end = first + pages as u64 * PAGE_SIZE as u64;
+    let mut rng = Rng(0x0b7_1e4);
+    let (mut all, mut turn) = (Vec::new(), Vec::new());
+    let mut addr = first;
+    loop {
+        if rng.next().is_multiple_of(8) {
+            addr += PAGE_SIZE as u64;
+        }
+        let len = rng.pages() * PAGE_SIZE as u64;
+        if addr + len > end {
+            break;
+        }
+        let record: Vec<u64> = (addr..addr + len).step_by(PAGE_SIZE).collect();
+        if objtier_daemon::tiering::locate_in_turn(addr, 12, 0) {
+            turn.extend_from_slice(&record);
+        }
+        all.extend(record);
+        addr += len;
+    }
+    let daemons = LinuxPageMover::new();
+    let movers = if daemons.locates_with() == "move_pages" {
+        vec![daemons]
+    } else {
+        vec![LinuxPageMover::default(), daemons]
+    };
+    let mut out = Vec::new();
+    for mut mover in movers {
+        let mut time = |asked: &[u64]| {
+            let mut status = vec![0; asked.len()];
+            let mut best = f64::INFINITY;
+            for _ in 0..5 {
+                let t = cpu_ns();
+                mover.query(std::process::id(), asked, &mut status).ok()?;
+                best = best.min((cpu_ns() - t) as f64 / asked.len() as f64);
+            }
+            Some(best)
+        };
+        if let (Some(a), Some(t)) = (time(&all), time(&turn)) {
+            out.push((mover.locates_with(), a, t));
+        }
     }
     std::hint::black_box(&mut memory);
-    Some(best)
+    out
 }
 
 fn main() -> Result<()> {
@@ -620,7 +653,7 @@ fn main() -> Result<()> {
     if args.json {
         println!(
             "{}",
-            serde_json::json!({ "kernel_query_ns_per_page": kernel })
+            serde_json::json!({ "kernel_query_ns_per_page": kernel.iter().map(|(how, all, turn)| (how.to_string(), serde_json::json!({"all": all, "twelfth": turn}))).collect::<serde_json::Map<String, serde_json::Value>>() })
         );
     } else {
         print_tables(&rows, kernel);
@@ -628,7 +661,7 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-fn print_tables(rows: &[serde_json::Value], kernel: Option<f64>) {
+fn print_tables(rows: &[serde_json::Value], kernel: Vec<(&str, f64, f64)>) {
     let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(f64::NAN);
     println!("Time per interval, CPU ms on one core (medians):");
     println!();
@@ -671,27 +704,52 @@ fn print_tables(rows: &[serde_json::Value], kernel: Option<f64>) {
         );
     }
     println!();
-    match kernel {
-        Some(ns) => {
-            println!(
-                "The kernel's move_pages status query: {ns:.0} ns a page (CPU, best of 5, on our \
-                 own memory). Pages each interval asked it to locate, and what that adds:"
-            );
-            println!();
-            println!("| records | pages | located per interval (first) | kernel ms per interval (first) |");
-            println!("|---|---|---|---|");
-            for r in rows {
-                println!(
-                    "| {} | {} | {:.0} ({}) | {:.0} ({:.0}) |",
-                    r["records"],
-                    r["pages"],
-                    f(r, "interval_located_pages"),
-                    r["first_interval_located_pages"],
-                    f(r, "interval_located_pages") * ns / 1e6,
-                    f(r, "first_interval_located_pages") * ns / 1e6,
-                );
-            }
-        }
-        None => println!("The kernel's move_pages status query could not be timed here."),
+    if kernel.is_empty() {
+        println!("Locating pages could not be timed here.");
+        return;
+    }
+    let costs: Vec<String> = kernel
+        .iter()
+        .map(|(how, all, turn)| {
+            format!("{how} {all:.0} ns (a twelfth of the records: {turn:.0} ns)")
+        })
+        .collect();
+    println!(
+        "Locating a page costs the kernel (CPU, best of 5, on our own memory laid out as the \
+         records, all of them or a twelfth as at 10^6 records): {}. The daemon here locates with \
+         {}. Pages each interval asked it to locate, and what that adds (steady intervals at the \
+         twelfth's cost, the first at the whole's):",
+        costs.join("; "),
+        kernel.last().unwrap().0
+    );
+    println!();
+    let header: Vec<String> = kernel
+        .iter()
+        .map(|(how, _, _)| format!("kernel ms per interval with {how} (first)"))
+        .collect();
+    println!(
+        "| records | pages | located per interval (first) | {} |",
+        header.join(" | ")
+    );
+    println!("|---|---|---|{}", "---|".repeat(kernel.len()));
+    for r in rows {
+        let ms: Vec<String> = kernel
+            .iter()
+            .map(|(_, all, turn)| {
+                format!(
+                    "{:.0} ({:.0})",
+                    f(r, "interval_located_pages") * turn / 1e6,
+                    f(r, "first_interval_located_pages") * all / 1e6
+                )
+            })
+            .collect();
+        println!(
+            "| {} | {} | {:.0} ({}) | {} |",
+            r["records"],
+            r["pages"],
+            f(r, "interval_located_pages"),
+            r["first_interval_located_pages"],
+            ms.join(" | ")
+        );
     }
 }

@@ -184,10 +184,12 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
     } else {
         None
     };
-    let mover: Box<dyn PageMover> = if config.dry_run {
-        Box::<RecordingPageMover>::default()
+    let (mover, locate): (Box<dyn PageMover>, &str) = if config.dry_run {
+        (Box::<RecordingPageMover>::default(), "dry run")
     } else {
-        Box::new(LinuxPageMover)
+        let mover = LinuxPageMover::new();
+        let how = mover.locates_with();
+        (Box::new(mover), how)
     };
     let site_store = open_site_store(&config)?;
     let listener = bind(&config.socket_path)?;
@@ -212,6 +214,7 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
         policy = %policy.describe(),
         proactive = %config.proactive,
         site_store = %site_store.as_ref().map_or("off".into(), |s| s.dir().display().to_string()),
+        locate,
         "objtier daemon ready"
     );
     let mut daemon = Daemon::new(config, topology, source, mover, policy);

@@ -304,10 +304,12 @@ const NOT_LOCATED: usize = usize::MAX;
 const LOCATE_PAGES_PER_INTERVAL: u64 = 1 << 18;
 
 /// Whether a record not needing it is located at this enforcement: one in `share` of them, by
-/// address, a different share each time.
-fn locate_in_turn(start: u64, share: u64, turn: u64) -> bool {
-    // Fibonacci hashing of the page number spreads neighbouring records over the turns.
-    let spread = (start / PAGE_SIZE as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
+/// address, a different share each time. The unit is the 2 MiB block a record starts in: the
+/// records located together lie together, so that the kernel is asked about runs of pages
+/// (what reading `/proc/PID/pagemap` is cheap for, and a huge page is located whole).
+pub fn locate_in_turn(start: u64, share: u64, turn: u64) -> bool {
+    // Fibonacci hashing of the block number spreads neighbouring blocks over the turns.
+    let spread = (start >> 21).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
     share <= 1 || spread % share == turn % share
 }
 

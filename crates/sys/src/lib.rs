@@ -16,6 +16,7 @@
 
 pub mod damon;
 pub mod maps;
+pub mod pagemap;
 pub mod pages;
 pub mod perf;
 pub mod probe;
