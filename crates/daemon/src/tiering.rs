@@ -412,11 +412,29 @@ impl Daemon {
 }
 
 impl Daemon {
+    /// A tier's capacity and its room for objects: free memory, and its clean cold file cache
+    /// unless `--reclaim-cache off` (moving pages in makes the kernel reclaim that cache). What
+    /// the budgets and the pressure trigger both count.
+    fn tier_room(&self, tier: usize) -> (u64, u64) {
+        let (capacity, free) = self.topology.tier_bytes(tier);
+        let cache = if self.config.reclaim_cache {
+            self.topology.tier_cold_cache_bytes(tier)
+        } else {
+            0
+        };
+        (capacity, free + cache)
+    }
+
     /// Step 3: asks the policy's triggers whether to enforce now; records why in `report`.
     /// Besides the triggers, a migration left unfinished by the last step (time or rate limit)
     /// goes on, and a change of the attached priorities that involves programs of different
     /// priority re-plans; the triggers wait for a sampling source's first samples.
     fn check_triggers(&mut self, report: &mut IntervalReport) -> bool {
+        let (fast_capacity_bytes, fast_free_bytes) = if self.topology.tiers.is_empty() {
+            (0, 0)
+        } else {
+            self.tier_room(0)
+        };
         let since = &mut self.since_enforcement;
         since.intervals = since.intervals.saturating_add(1);
         for p in self.processes.values_mut() {
@@ -435,18 +453,6 @@ impl Daemon {
         if let (Some(m), Some(i)) = (llc_misses, instructions) {
             report.llc_misses_per_instruction = (i > 0).then(|| m as f64 / i as f64);
         }
-        let (fast_capacity_bytes, fast_free_bytes) = if self.topology.tiers.is_empty() {
-            (0, 0)
-        } else {
-            let (capacity, free) = self.topology.tier_bytes(0);
-            // Room, as the budget counts it: cold file cache too, unless told otherwise.
-            let cache = if self.config.reclaim_cache {
-                self.topology.tier_cold_cache_bytes(0)
-            } else {
-                0
-            };
-            (capacity, free + cache)
-        };
         let signals = Signals {
             intervals_since_enforcement: since.intervals,
             allocated_bytes_since_enforcement: since.allocated_bytes,
@@ -902,10 +908,7 @@ impl Daemon {
                 });
                 continue;
             }
-            let (mut capacity, mut free) = self.topology.tier_bytes(tier);
-            if self.config.reclaim_cache {
-                free += self.topology.tier_cold_cache_bytes(tier);
-            }
+            let (mut capacity, free) = self.tier_room(tier);
             if tier == 0 {
                 if let Some(cap) = self.config.fast_capacity_bytes {
                     capacity = capacity.min(cap);

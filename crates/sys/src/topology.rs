@@ -296,23 +296,23 @@ impl Topology {
         self.tiers.iter().position(|t| t.nodes.contains(&node))
     }
 
-    /// Total and free bytes of a tier.
-    pub fn tier_bytes(&self, tier: usize) -> (u64, u64) {
+    /// The nodes of a tier.
+    fn tier_nodes(&self, tier: usize) -> impl Iterator<Item = &Node> {
         self.tiers[tier]
             .nodes
             .iter()
             .filter_map(|id| self.node(*id))
+    }
+
+    /// Total and free bytes of a tier.
+    pub fn tier_bytes(&self, tier: usize) -> (u64, u64) {
+        self.tier_nodes(tier)
             .fold((0, 0), |(t, f), n| (t + n.total_bytes, f + n.free_bytes))
     }
 
     /// Clean cold file cache in a tier (see [`Node::cold_cache_bytes`]), in bytes.
     pub fn tier_cold_cache_bytes(&self, tier: usize) -> u64 {
-        self.tiers[tier]
-            .nodes
-            .iter()
-            .filter_map(|id| self.node(*id))
-            .map(|n| n.cold_cache_bytes)
-            .sum()
+        self.tier_nodes(tier).map(|n| n.cold_cache_bytes).sum()
     }
 
     /// Re-reads free memory and cold file cache per node (cheap; done every interval).
