@@ -214,7 +214,7 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
         policy = %policy.describe(),
         proactive = %config.proactive,
         site_store = %site_store.as_ref().map_or("off".into(), |s| s.dir().display().to_string()),
-        locate,
+        locate = %locate,
         "objtier daemon ready"
     );
     let mut daemon = Daemon::new(config, topology, source, mover, policy);
