@@ -11,7 +11,7 @@
 //! | `interval` | duration (`"2s"`, `"500ms"`) | `--interval` |
 //! | `alpha` | number in (0, 1] | `--alpha` |
 //! | `fill` | number in (0, 1] | `--fill` |
-//! | `split` | size (bytes, or `"64M"`) | `--split` |
+//! | `split` | size (bytes, or `"64M"`); default: 64M, or a 32nd of the fast tier when less | `--split` |
 //! | `prioritization` | `"apb"`, `"lru"` or `"fifo"` | `--prioritization` |
 //! | `trigger` | `"time:5"`, or a list (`["time:5", "alloc:1G"]`) | `--trigger` |
 //! | `source` | `"auto"`, `"perf"`, `"damon"`, `"proc"` or `"none"` | `--source` |

@@ -112,7 +112,8 @@ struct DaemonArgs {
     /// Share of each tier's capacity to fill, in (0, 1] [default: 0.9].
     #[arg(long, value_parser = parse_unit_fraction)]
     fill: Option<f64>,
-    /// Objects larger than this are tracked as several records [default: 64M].
+    /// Objects larger than this are tracked as several records [default: 64M, or a 32nd of the
+    /// fast tier when that is less (at least 2M)].
     #[arg(long, value_parser = parse_size)]
     split: Option<u64>,
     /// How objects are ranked for the fast tier: apb (accesses per byte), lru or fifo
@@ -338,7 +339,7 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
         config.fill = v;
     }
     if let Some(v) = args.split.or(size("split", &file.split)?) {
-        config.split_bytes = v.max(objtier_wire::PAGE_SIZE as u64);
+        config.split_bytes = Some(v.max(objtier_wire::PAGE_SIZE as u64));
     }
     let prioritization = |t: &str| {
         t.parse()
@@ -939,7 +940,9 @@ mod tests {
         assert!(c.reclaim_cache, "the command line wins");
         assert_eq!(c.site_store.as_deref(), Some(Path::new("/elsewhere")));
         assert_eq!(c.alpha, objtier_policy::DEFAULT_ALPHA, "then the default");
-        assert_eq!(c.split_bytes, 64 << 20);
+        assert_eq!(c.split_bytes, None, "automatic unless given");
+        let c = config_from(&["objtier", "daemon", "--split", "8M"]).unwrap();
+        assert_eq!(c.split_bytes, Some(8 << 20));
         let defaults = config_from(&["objtier", "daemon"]).unwrap();
         assert_eq!(defaults.interval, Duration::from_secs(2));
         assert_eq!(defaults.proactive, SitePlacement::Conservative);

@@ -1,8 +1,6 @@
 //! What the daemon can be told. Defaults are the paper's (section 4.5.1).
 
-use objtier_policy::{
-    Prioritization, SitePlacement, TriggerSpec, DEFAULT_ALPHA, DEFAULT_FILL, DEFAULT_SPLIT_BYTES,
-};
+use objtier_policy::{Prioritization, SitePlacement, TriggerSpec, DEFAULT_ALPHA, DEFAULT_FILL};
 use objtier_sys::damon::DamonAttrs;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -48,8 +46,10 @@ pub struct DaemonConfig {
     pub alpha: f64,
     /// Share of each tier's capacity objtier fills (0.9).
     pub fill: f64,
-    /// Objects larger than this are tracked as several records (64 MiB).
-    pub split_bytes: u64,
+    /// Objects larger than this are tracked as several records (`--split`). None, the default:
+    /// [`objtier_policy::auto_split_bytes`] of the tiers (64 MiB beside fast tiers of 2 GiB or
+    /// more), see [`crate::Daemon::split_bytes`].
+    pub split_bytes: Option<u64>,
     pub prioritization: Prioritization,
     /// When to enforce a new assignment; any one firing is enough (time:1, every interval).
     pub triggers: Vec<TriggerSpec>,
@@ -112,7 +112,7 @@ impl DaemonConfig {
             interval: Duration::from_secs(2),
             alpha: DEFAULT_ALPHA,
             fill: DEFAULT_FILL,
-            split_bytes: DEFAULT_SPLIT_BYTES,
+            split_bytes: None,
             prioritization: Prioritization::Apb,
             triggers: vec![TriggerSpec::Time(1)],
             source: SourceChoice::Auto,

@@ -205,19 +205,20 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
         );
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
+    let mut daemon = Daemon::new(config, topology, source, mover, policy);
     tracing::info!(
-        socket = %config.socket_path.display(),
-        tiers = ?topology.tiers.iter().map(|t| t.nodes.clone()).collect::<Vec<_>>(),
-        tier_source = ?topology.tier_source,
-        source = %source.describe(),
-        interval_ms = config.interval.as_millis() as u64,
-        policy = %policy.describe(),
-        proactive = %config.proactive,
+        socket = %daemon.config.socket_path.display(),
+        tiers = ?daemon.topology.tiers.iter().map(|t| t.nodes.clone()).collect::<Vec<_>>(),
+        tier_source = ?daemon.topology.tier_source,
+        source = %daemon.source.describe(),
+        interval_ms = daemon.config.interval.as_millis() as u64,
+        policy = %daemon.policy.describe(),
+        proactive = %daemon.config.proactive,
         site_store = %site_store.as_ref().map_or("off".into(), |s| s.dir().display().to_string()),
         locate = %locate,
+        split = %objtier_policy::units::format_size(daemon.split_bytes()),
         "objtier daemon ready"
     );
-    let mut daemon = Daemon::new(config, topology, source, mover, policy);
     daemon.llc_counters = llc_counters;
     daemon.site_store = site_store;
     let result = daemon.serve(&listener);
@@ -264,6 +265,24 @@ impl Daemon {
             // SAFETY: geteuid has no failure mode.
             euid: unsafe { libc::geteuid() },
         }
+    }
+
+    /// The size above which objects are tracked as several records: `--split` when given, or
+    /// else 64 MiB but at most a 32nd of the smallest tier that objects compete for
+    /// ([`objtier_policy::auto_split_bytes`]; a `--fast-capacity` cap counts as the fast
+    /// tier's size).
+    pub fn split_bytes(&self) -> u64 {
+        if let Some(bytes) = self.config.split_bytes {
+            return bytes;
+        }
+        let contested = self.topology.tiers.len().saturating_sub(1);
+        objtier_policy::auto_split_bytes((0..contested).map(|tier| {
+            let capacity = self.topology.tier_bytes(tier).0;
+            match self.config.fast_capacity_bytes {
+                Some(cap) if tier == 0 => capacity.min(cap),
+                _ => capacity,
+            }
+        }))
     }
 
     fn serve(&mut self, listener: &UnixListener) -> anyhow::Result<()> {
@@ -486,14 +505,7 @@ impl Daemon {
             fast_capacity_bytes = hello.fast_capacity_bytes,
             "process attached"
         );
-        let mut process = Process::new(
-            id,
-            cred.pid,
-            cred.uid,
-            stream,
-            ring,
-            self.config.split_bytes,
-        );
+        let mut process = Process::new(id, cred.pid, cred.uid, stream, ring, self.split_bytes());
         process.priority = hello.priority;
         process.fast_capacity_bytes =
             (hello.fast_capacity_bytes > 0).then_some(hello.fast_capacity_bytes);

@@ -1208,6 +1208,23 @@ mod tests {
         (daemon_with(two_tiers(10 * MIB, 0), p, fake, sys), hot)
     }
 
+    /// Records are a 32nd of the fast tier at most (64 MiB beside a large one), a fast-tier cap
+    /// counts as its size, and `--split` overrides both.
+    #[test]
+    fn the_split_follows_the_fast_tier_unless_given() {
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (p, _peer) = process();
+        let mut daemon = daemon_with(two_tiers(92_000_000, 0), p, &fake, &sys);
+        assert_eq!(daemon.split_bytes(), 2 * MIB);
+        daemon.topology = two_tiers(8 << 30, 0);
+        assert_eq!(daemon.split_bytes(), 64 * MIB);
+        daemon.config.fast_capacity_bytes = Some(512 * MIB);
+        assert_eq!(daemon.split_bytes(), 16 * MIB);
+        daemon.config.split_bytes = Some(128 * MIB);
+        assert_eq!(daemon.split_bytes(), 128 * MIB);
+    }
+
     /// The access source's ranges are derived again when, and only when, records come or go.
     #[test]
     fn source_ranges_follow_the_records() {

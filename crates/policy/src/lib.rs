@@ -22,8 +22,32 @@ use objtier_wire::advice;
 pub const DEFAULT_ALPHA: f64 = 0.1;
 /// Default share of a tier's capacity objtier fills.
 pub const DEFAULT_FILL: f64 = 0.9;
-/// Default size above which an object is tracked as several records.
+/// Default size above which an object is tracked as several records (the paper's), and the
+/// most [`auto_split_bytes`] picks.
 pub const DEFAULT_SPLIT_BYTES: u64 = 64 << 20;
+
+/// How many records of the automatic split size the smallest contested tier holds at least.
+pub const AUTO_SPLIT_RECORDS_PER_TIER: u64 = 32;
+
+/// The least size [`auto_split_bytes`] picks, and the unit it rounds down to: a transparent huge
+/// page, so that records of a huge-page-aligned object (mimalloc's arenas are) do not share one.
+pub const AUTO_SPLIT_UNIT: u64 = 2 << 20;
+
+/// The split size when none is configured: [`DEFAULT_SPLIT_BYTES`], but no more than
+/// 1/[`AUTO_SPLIT_RECORDS_PER_TIER`] of the smallest tier objects compete for (every tier but
+/// the slowest; `contested_capacities` are their sizes in bytes), rounded down to
+/// [`AUTO_SPLIT_UNIT`] and at least that.
+///
+/// A record is the unit the planner places, so it must be small beside the tier it competes for.
+/// The paper's 64 MiB is 1/48 of its smallest fast tier (3 GB) and less beyond; on a fast tier
+/// of 92 MB a 64 MiB record does not fit whole, and the planner could only give it a part whose
+/// pages it picks blind to which of them are hot (a program's small objects live in 64 MiB
+/// arenas, so its whole heap may be three such records).
+pub fn auto_split_bytes(contested_capacities: impl IntoIterator<Item = u64>) -> u64 {
+    let smallest = contested_capacities.into_iter().min().unwrap_or(u64::MAX);
+    let share = smallest / AUTO_SPLIT_RECORDS_PER_TIER / AUTO_SPLIT_UNIT * AUTO_SPLIT_UNIT;
+    share.clamp(AUTO_SPLIT_UNIT, DEFAULT_SPLIT_BYTES)
+}
 
 /// Equation 1 of the paper: tau_{n+1} = alpha * t_n + (1 - alpha) * tau_n.
 #[inline]
@@ -732,6 +756,24 @@ mod tests {
         let parts: Vec<_> = split_ranges(0, 96 * MIB, 64 * MIB).collect();
         assert_eq!(parts, vec![(0, 64 * MIB), (64 * MIB, 32 * MIB)]);
         assert_eq!(split_ranges(4096, 4096, 64 * MIB).count(), 1);
+    }
+
+    /// The automatic split keeps records small beside the smallest contested tier: the paper's
+    /// 64 MiB beside fast tiers of GBs, 2 MiB (a huge page) beside a 92 MB one.
+    #[test]
+    fn automatic_split_is_small_beside_the_fast_tier() {
+        const GIB: u64 = 1 << 30;
+        assert_eq!(auto_split_bytes([16 * GIB]), 64 * MIB);
+        assert_eq!(auto_split_bytes([2 * GIB]), 64 * MIB);
+        assert_eq!(auto_split_bytes([GIB]), 32 * MIB);
+        assert_eq!(auto_split_bytes([512 * MIB]), 16 * MIB);
+        // 92 MB / 32 is 2.9 MB: rounded down to whole huge pages.
+        assert_eq!(auto_split_bytes([92_000_000]), 2 * MIB);
+        // Never below a huge page, however small the tier.
+        assert_eq!(auto_split_bytes([16 * MIB]), 2 * MIB);
+        // The smallest contested tier decides; with none (one tier), the paper's size.
+        assert_eq!(auto_split_bytes([16 * GIB, 512 * MIB]), 16 * MIB);
+        assert_eq!(auto_split_bytes([]), 64 * MIB);
     }
 
     /// APB divides by resident bytes: a 64 MiB arena record holding 1 MiB ranks above a fully
