@@ -144,13 +144,28 @@ pub struct Totals {
     pub user_misses: [u64; SLOTS],
 }
 
-/// The modeled last-level cache, per vCPU: direct-mapped, 64-byte lines, indexed by the address
-/// QEMU reports, 2 MiB. TCG has no caches, so without one every stack spill would count as a
-/// memory access and data with locality would drown the traffic that tiering is about; the
-/// misses are what reaches memory on a real machine (roughly: real caches are bigger, shared
-/// and associative).
-pub const CACHE_LINES: usize = 32768;
+/// The modeled last-level cache, per vCPU: direct-mapped, 64-byte lines, indexed by a hash of
+/// the line's address as QEMU reports it, 2 MiB. TCG has no caches, so without one every stack
+/// spill would count as a memory access and data with locality would drown the traffic that
+/// tiering is about; the misses are what reaches memory on a real machine (roughly: real caches
+/// are bigger, shared and associative).
+///
+/// Why hashed ([`cache_index`]): indexed by the address's low bits, two buffers a multiple of
+/// 2 MiB apart use the same sets, and TCG runs `rep movsb` (the kernel's page copy) a byte at a
+/// time, alternating source and destination: every byte missed. Migrating a transparent huge
+/// page (both copies 2 MiB-aligned) counted 8,192 misses a 4 KiB page instead of 128, so page
+/// migration looked 64 times dearer than it is. Real caches are associative (and last-level
+/// caches hash their slices); a hashed index keeps such pairs apart but for chance.
+pub const CACHE_LINES: usize = 1 << CACHE_BITS;
+const CACHE_BITS: u32 = 15;
 const LINE_SHIFT: u32 = 6;
+
+/// The modeled cache's set for a line number (Fibonacci hashing: the top bits of the line times
+/// 2^64 / phi).
+#[inline]
+pub fn cache_index(line: u64) -> usize {
+    (line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - CACHE_BITS)) as usize
+}
 
 /// Whether an access at `vaddr` was made in user mode (x86-64: the lower half).
 #[inline]
@@ -217,6 +232,64 @@ impl Default for Cell {
     }
 }
 
+/// The kernel's modeled cache misses by the address of the instruction that made them, per vCPU
+/// cell (only that vCPU's thread locks its own), for reading which kernel code makes the traffic
+/// a tiering configuration costs.
+pub struct KernelPcs {
+    cells: Box<[std::sync::Mutex<std::collections::HashMap<u64, u64>>]>,
+}
+
+impl Default for KernelPcs {
+    fn default() -> Self {
+        KernelPcs {
+            cells: (0..VCPU_CELLS).map(|_| Default::default()).collect(),
+        }
+    }
+}
+
+impl KernelPcs {
+    pub fn add(&self, vcpu: u32, pc: u64) {
+        let mut cell = self.cells[vcpu as usize % VCPU_CELLS]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *cell.entry(pc).or_insert(0) += 1;
+    }
+
+    pub fn clear(&self) {
+        for cell in self.cells.iter() {
+            cell.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
+    }
+
+    /// The `n` instructions with the most misses, most first, and the misses of all.
+    pub fn top(&self, n: usize) -> (Vec<(u64, u64)>, u64) {
+        let mut all = std::collections::HashMap::new();
+        for cell in self.cells.iter() {
+            for (&pc, &count) in cell.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                *all.entry(pc).or_insert(0) += count;
+            }
+        }
+        let total = all.values().sum();
+        let mut top: Vec<(u64, u64)> = all.into_iter().collect();
+        top.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        top.truncate(n);
+        (top, total)
+    }
+
+    /// `"kernel_pcs": {"total": T, "top": [["0x...", misses], ...]}`.
+    pub fn json_field(&self, n: usize) -> String {
+        let (top, total) = self.top(n);
+        let list: Vec<String> = top
+            .iter()
+            .map(|(pc, count)| format!(r#"["{pc:#x}", {count}]"#))
+            .collect();
+        format!(
+            r#""kernel_pcs": {{"total": {total}, "top": [{}]}}"#,
+            list.join(", ")
+        )
+    }
+}
+
 pub struct Counters {
     cells: Box<[Cell]>,
 }
@@ -230,16 +303,19 @@ impl Default for Counters {
 }
 
 impl Counters {
+    /// Counts one access; true when the modeled cache missed.
     #[inline]
-    pub fn add(&self, vcpu: u32, slot: usize, store: bool, user: bool, addr: u64) {
+    pub fn add(&self, vcpu: u32, slot: usize, store: bool, user: bool, addr: u64) -> bool {
         let cell = &self.cells[vcpu as usize % VCPU_CELLS];
         cell.counts[user as usize][store as usize][slot].fetch_add(1, Relaxed);
         let line = addr >> LINE_SHIFT;
-        let tag = &cell.tags[line as usize % CACHE_LINES];
+        let tag = &cell.tags[cache_index(line)];
         if tag.load(Relaxed) != line + 1 {
             tag.store(line + 1, Relaxed);
             cell.misses[user as usize][slot].fetch_add(1, Relaxed);
+            return true;
         }
+        false
     }
 
     pub fn sum(&self) -> Totals {
@@ -268,6 +344,25 @@ impl Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_pcs_rank_by_misses_across_vcpus() {
+        let pcs = KernelPcs::default();
+        for _ in 0..3 {
+            pcs.add(0, 0xffff_ffff_8100_0010);
+        }
+        pcs.add(1, 0xffff_ffff_8100_0010);
+        pcs.add(1, 0xffff_ffff_8200_0000);
+        let (top, total) = pcs.top(1);
+        assert_eq!(top, vec![(0xffff_ffff_8100_0010, 4)]);
+        assert_eq!(total, 5);
+        assert_eq!(
+            pcs.json_field(5),
+            r#""kernel_pcs": {"total": 5, "top": [["0xffffffff81000010", 4], ["0xffffffff82000000", 1]]}"#
+        );
+        pcs.clear();
+        assert_eq!(pcs.top(5), (vec![], 0));
+    }
 
     fn marker(op: u16) -> [u8; 8] {
         let disp = (u32::from(MARKER_TAG) << 16) | u32::from(op);
@@ -393,8 +488,25 @@ mod tests {
         );
         // Another vCPU has its own cache; a conflicting line evicts.
         c.add(1, 0, false, true, 4096);
-        c.add(0, 0, false, true, 4096 + (CACHE_LINES as u64) * 64);
+        let line = 4096 >> LINE_SHIFT;
+        let conflicting = (line + 1..)
+            .find(|&l| cache_index(l) == cache_index(line))
+            .unwrap();
+        c.add(0, 0, false, true, conflicting << LINE_SHIFT);
         c.add(0, 0, false, true, 4096);
         assert_eq!(c.sum().misses[0], 64 + 3);
+    }
+
+    /// A page copied a byte at a time between buffers 2 MiB apart (TCG's `rep movsb` between
+    /// two huge pages, as a migration does) costs each line once, not each byte.
+    #[test]
+    fn copies_between_aligned_buffers_miss_once_a_line() {
+        let c = Counters::default();
+        let (src, dst) = (64u64 << 20, 66u64 << 20);
+        for off in 0..4096 {
+            c.add(0, 0, false, false, src + off);
+            c.add(0, 0, true, false, dst + off);
+        }
+        assert_eq!(c.sum().misses[0], 128);
     }
 }

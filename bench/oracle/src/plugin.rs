@@ -9,14 +9,14 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::count::{is_user, Counters, Mark, NodeMap, Totals, OTHER};
+use crate::count::{is_user, Counters, KernelPcs, Mark, NodeMap, Totals, OTHER};
 use crate::parse_args;
 use qemu_plugin::install::{Args, Info};
 use qemu_plugin::plugin::{HasCallbacks, Register};
 use qemu_plugin::sys::{
     qemu_plugin_cb_flags, qemu_plugin_get_hwaddr, qemu_plugin_hwaddr_is_io,
     qemu_plugin_hwaddr_phys_addr, qemu_plugin_id_t, qemu_plugin_insn_data, qemu_plugin_insn_size,
-    qemu_plugin_mem_is_store, qemu_plugin_mem_rw, qemu_plugin_meminfo_t,
+    qemu_plugin_insn_vaddr, qemu_plugin_mem_is_store, qemu_plugin_mem_rw, qemu_plugin_meminfo_t,
     qemu_plugin_register_atexit_cb, qemu_plugin_register_vcpu_insn_exec_cb,
     qemu_plugin_register_vcpu_mem_cb, qemu_plugin_register_vcpu_tb_trans_cb, qemu_plugin_tb,
     qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns,
@@ -25,6 +25,8 @@ use qemu_plugin::sys::{
 struct State {
     map: NodeMap,
     counters: Counters,
+    /// The kernel's misses by instruction, for the open window.
+    kernel_pcs: KernelPcs,
     counting: AtomicBool,
     out: Mutex<Output>,
 }
@@ -70,6 +72,7 @@ fn mark(state: &State, mark: Mark) {
                 out.window += 1;
             }
             out.open = Some((now, state.counters.sum()));
+            state.kernel_pcs.clear();
             state.counting.store(true, Relaxed);
             let line = format!(r#"{{"event": "start", "window": {}}}"#, out.window);
             out.line(&line);
@@ -78,7 +81,8 @@ fn mark(state: &State, mark: Mark) {
             state.counting.store(false, Relaxed);
             if let Some(fields) = out.counts_so_far(state, now) {
                 out.line(&format!(
-                    r#"{{"event": "window", "complete": true, {fields}}}"#
+                    r#"{{"event": "window", "complete": true, {fields}, {}}}"#,
+                    state.kernel_pcs.json_field(KERNEL_PCS_LISTED)
                 ));
                 out.open = None;
                 out.window += 1;
@@ -87,11 +91,15 @@ fn mark(state: &State, mark: Mark) {
     }
 }
 
+/// How many of the kernel's instructions with the most misses a window lists.
+const KERNEL_PCS_LISTED: usize = 200;
+
+/// `pc` is the address of the instruction making the access (its user data).
 unsafe extern "C" fn on_access(
     vcpu: c_uint,
     info: qemu_plugin_meminfo_t,
     vaddr: u64,
-    _: *mut c_void,
+    pc: *mut c_void,
 ) {
     let Some(state) = STATE.get() else { return };
     if !state.counting.load(Relaxed) {
@@ -112,7 +120,10 @@ unsafe extern "C" fn on_access(
         };
         (slot, qemu_plugin_mem_is_store(info), addr)
     };
-    state.counters.add(vcpu, slot, store, is_user(vaddr), addr);
+    let user = is_user(vaddr);
+    if state.counters.add(vcpu, slot, store, user, addr) && !user && slot != OTHER {
+        state.kernel_pcs.add(vcpu, pc as u64);
+    }
 }
 
 unsafe extern "C" fn on_marker(_vcpu: c_uint, which: *mut c_void) {
@@ -138,7 +149,7 @@ unsafe extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb
                 Some(on_access),
                 qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
                 qemu_plugin_mem_rw::QEMU_PLUGIN_MEM_RW,
-                null_mut(),
+                qemu_plugin_insn_vaddr(insn) as *mut c_void,
             );
             let size = qemu_plugin_insn_size(insn);
             if size == 8 {
@@ -209,6 +220,7 @@ impl Register for Oracle {
         let state = State {
             map: config.map,
             counters: Counters::default(),
+            kernel_pcs: KernelPcs::default(),
             counting: AtomicBool::new(false),
             out: Mutex::new(Output {
                 file,
