@@ -460,7 +460,7 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
             });
             for (&start, r) in &p.records {
                 let mut resident = TierBytes::from_elem(0, 2);
-                for page in (start..start + r.len_bytes()).step_by(PAGE_SIZE) {
+                for page in (start..start + r.len).step_by(PAGE_SIZE) {
                     if let Some(&node) = fake.placement.get(&(p.pid, page)) {
                         resident[node as usize] += PAGE_SIZE as u64;
                     }
@@ -469,8 +469,7 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
                     candidates.len(),
                     pi,
                     resident,
-                    p.advice_for(start, r.len_bytes()),
-                    daemon.config.alpha,
+                    p.advice_for(start, r.len),
                 ));
             }
         }
