@@ -458,7 +458,7 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
                 fast_cap_bytes: p.fast_capacity_bytes,
                 priority: p.priority,
             });
-            for (&start, r) in &p.records {
+            for (start, r) in &p.records {
                 let mut resident = TierBytes::from_elem(0, 2);
                 for page in (start..start + r.len_bytes()).step_by(PAGE_SIZE) {
                     if let Some(&node) = fake.placement.get(&(p.pid, page)) {
