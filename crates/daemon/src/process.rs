@@ -196,6 +196,8 @@ pub struct ResidentPages(u64);
 
 impl ResidentPages {
     pub const UNKNOWN: ResidentPages = ResidentPages(1 << 63);
+    /// Marks a removed entry of the record store (`crate::records`); no location packs to it.
+    pub(crate) const REMOVED: ResidentPages = ResidentPages(u64::MAX);
     const BITS: u32 = 21;
     const MASK: u64 = (1 << Self::BITS) - 1;
 

@@ -1,21 +1,22 @@
-//! A process's records in address order, in one flat array.
+//! A process's records in address order, in flat arrays.
 //!
 //! Every interval walks all the records (attribution, the EMA, the candidates), so the store is
 //! laid out for the walk: the starts in one array, sorted, and the records in another, in the
 //! same order (64 bytes an entry), read front to back at memory speed instead of chasing a
-//! B-tree's pointers. A lookup by address is a binary search of the starts alone (8 MB at 10^6
-//! records, where the records are 56).
+//! B-tree's pointers. A lookup by address is a binary search of the starts alone (8 bytes an
+//! entry, where the records take 56).
 //!
 //! Records come and go between the walks (frees, new objects at the end of an interval,
 //! resyncs, new small-object blocks), and an insertion or removal in the middle of an array
 //! moves everything after it. So changes are batched:
 //!
-//! - **a removal** leaves a *tombstone* in place (a record of 0 pages: a real record has at
-//!   least one), which lookups and walks skip, and an insertion at the same start revives;
+//! - **a removal** leaves a *tombstone* in place (a record whose location reads
+//!   `ResidentPages::REMOVED`, which no real location packs to), which lookups and walks skip,
+//!   and an insertion at the same start revives;
 //! - **an insertion** past the last entry is appended; one elsewhere is *staged* in a small
 //!   sorted map, which lookups and walks read alongside the array;
 //! - [`Records::tidy`], once per interval, folds the staged records into the array (one
-//!   backward merge) and drops the tombstones (one `retain`) when either has grown to a
+//!   backward merge) and drops the tombstones (one compacting pass) when either has grown to a
 //!   noticeable share of the array; [`Records::settle`] does both unconditionally.
 //!
 //! Walks are correct whatever was staged or removed; they are fastest when the store is
@@ -25,7 +26,7 @@ use crate::process::{Record, ResidentPages};
 use std::collections::{btree_map, BTreeMap};
 use std::ops::Range;
 
-/// What a removed entry holds until the next settle: a record of no pages.
+/// What a removed entry holds until the next settle.
 const TOMBSTONE: Record = Record {
     pages: 0,
     site: 0,
@@ -36,7 +37,7 @@ const TOMBSTONE: Record = Record {
     recent_accesses: 0.0,
     previous_accesses: 0.0,
     var_accesses: 0.0,
-    resident: ResidentPages::UNKNOWN,
+    resident: ResidentPages::REMOVED,
 };
 
 /// Staged records are folded in once they are more than 1/STAGED_SHARE of the array.
@@ -58,7 +59,7 @@ pub struct Records {
 }
 
 fn is_tombstone(record: &Record) -> bool {
-    record.pages == 0
+    record.resident == ResidentPages::REMOVED
 }
 
 impl Records {
@@ -107,12 +108,11 @@ impl Records {
     }
 
     /// Inserts the record starting at `start`; returns the one it replaces, if any.
-    ///
-    /// # Panics
-    ///
-    /// If the record has no pages (that is how a removed entry is marked).
     pub fn insert(&mut self, start: u64, record: Record) -> Option<Record> {
-        assert!(record.pages > 0, "a record of no pages at {start:#x}");
+        debug_assert!(
+            !is_tombstone(&record),
+            "a removed record inserted at {start:#x}"
+        );
         match self.search(start) {
             Ok(i) => {
                 let old = std::mem::replace(&mut self.records[i], record);
@@ -388,6 +388,7 @@ mod tests {
         Record {
             pages,
             site: pages as u64,
+            resident: ResidentPages::UNKNOWN,
             ..TOMBSTONE
         }
     }
@@ -431,6 +432,23 @@ mod tests {
         // A removed start comes back in place.
         assert!(records.insert(0x1000, record(4)).is_none());
         assert_eq!(records[&0x1000].pages, 4);
+        assert_eq!(records.len(), 2);
+    }
+
+    /// A record of no pages (a `--split` that is not a whole number of pages can make one) is a
+    /// record like any other.
+    #[test]
+    fn a_record_of_no_pages_is_kept() {
+        let mut records = Records::new();
+        records.insert(0x2000, record(1));
+        records.insert(0x1000, record(0)); // staged
+        records.insert(0x3000, record(0));
+        assert_eq!(records.len(), 3);
+        records.settle();
+        let starts: Vec<u64> = records.iter().map(|(k, _)| k).collect();
+        assert_eq!(starts, [0x1000, 0x2000, 0x3000]);
+        assert_eq!(records[&0x3000].pages, 0);
+        assert_eq!(records.remove(0x3000).map(|r| r.pages), Some(0));
         assert_eq!(records.len(), 2);
     }
 
