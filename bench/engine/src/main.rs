@@ -463,7 +463,7 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
             });
             for (start, r) in &p.records {
                 let mut resident = TierBytes::from_elem(0, 2);
-                for page in (start..start + r.len_bytes()).step_by(PAGE_SIZE) {
+                for page in (start..start + r.len).step_by(PAGE_SIZE) {
                     if let Some(&node) = fake.placement.get(&(p.pid, page)) {
                         resident[node as usize] += PAGE_SIZE as u64;
                     }
@@ -472,8 +472,7 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
                     candidates.len(),
                     pi,
                     resident,
-                    p.advice_for(start, r.len_bytes()),
-                    daemon.config.alpha,
+                    p.advice_for(start, r.len),
                 ));
             }
         }
@@ -608,7 +607,7 @@ fn kernel_query_ns_per_page(pages: usize) -> Vec<(&'static str, f64, f64)> {
 fn records_churn(records: u64, shares: &[u64]) -> Vec<serde_json::Value> {
     use objtier_daemon::process::{Record, Records, ResidentPages};
     let record = Record {
-        pages: 3,
+        len: 3 * 4096,
         site: 1,
         created_ns: 0,
         last_access_ns: 0,
@@ -616,7 +615,6 @@ fn records_churn(records: u64, shares: &[u64]) -> Vec<serde_json::Value> {
         interval_accesses: 0.0,
         recent_accesses: 0.0,
         previous_accesses: 0.0,
-        var_accesses: 0.0,
         resident: ResidentPages::UNKNOWN,
     };
     let timed = |f: &mut dyn FnMut()| {
@@ -652,7 +650,7 @@ fn records_churn(records: u64, shares: &[u64]) -> Vec<serde_json::Value> {
         let mut walk = |store: &Records| {
             timed(&mut || {
                 for (start, r) in store.iter() {
-                    sum = sum.wrapping_add(start ^ r.pages as u64);
+                    sum = sum.wrapping_add(start ^ r.len);
                 }
             })
         };
@@ -669,7 +667,7 @@ fn records_churn(records: u64, shares: &[u64]) -> Vec<serde_json::Value> {
         });
         let map_walk = timed(&mut || {
             for (start, r) in &map {
-                sum = sum.wrapping_add(start ^ r.pages as u64);
+                sum = sum.wrapping_add(start ^ r.len);
             }
         });
         std::hint::black_box(sum);

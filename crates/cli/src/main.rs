@@ -339,13 +339,6 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
         config.fill = v;
     }
     if let Some(v) = args.split.or(size("split", &file.split)?) {
-        if v > objtier_policy::MAX_SPLIT_BYTES {
-            anyhow::bail!(
-                "split {} is too large: records are at most {} (objects larger are split into several)",
-                objtier_policy::units::format_size(v),
-                objtier_policy::units::format_size(objtier_policy::MAX_SPLIT_BYTES)
-            );
-        }
         config.split_bytes = Some(v.max(objtier_wire::PAGE_SIZE as u64));
     }
     let prioritization = |t: &str| {
@@ -950,8 +943,6 @@ mod tests {
         assert_eq!(c.split_bytes, None, "automatic unless given");
         let c = config_from(&["objtier", "daemon", "--split", "8M"]).unwrap();
         assert_eq!(c.split_bytes, Some(8 << 20));
-        let e = config_from(&["objtier", "daemon", "--split", "16T"]).unwrap_err();
-        assert!(e.to_string().contains("too large"), "{e}");
         let defaults = config_from(&["objtier", "daemon"]).unwrap();
         assert_eq!(defaults.interval, Duration::from_secs(2));
         assert_eq!(defaults.proactive, SitePlacement::Conservative);

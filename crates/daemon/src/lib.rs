@@ -274,7 +274,7 @@ impl Daemon {
     /// tier's size).
     pub fn split_bytes(&self) -> u64 {
         if let Some(bytes) = self.config.split_bytes {
-            return bytes.min(objtier_policy::MAX_SPLIT_BYTES);
+            return bytes;
         }
         let contested = self.topology.tiers.len().saturating_sub(1);
         objtier_policy::auto_split_bytes((0..contested).map(|tier| {

@@ -135,9 +135,7 @@ pub struct Object {
 /// interval" tests. The EMA itself is computed in `f64` and only stored as `f32`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record {
-    /// Length in pages (a record is at most the split size, which is at most
-    /// [`objtier_policy::MAX_SPLIT_BYTES`]); [`Record::len_bytes`] in bytes.
-    pub pages: u32,
+    pub len: u64,
     pub site: u64,
     pub created_ns: u64,
     /// Time of the last interval in which accesses were sampled; 0 if never.
@@ -150,39 +148,29 @@ pub struct Record {
     pub recent_accesses: f32,
     /// Sampled accesses of the interval before that.
     pub previous_accesses: f32,
-    /// Spread of the samples around the EMA (`objtier_policy::ew_variance`), for how far the
-    /// ranking may trust the EMA.
-    pub var_accesses: f32,
     /// Where its pages were when last located (with many records the daemon locates a
     /// rotating share of them each interval; see `tiering`).
     pub resident: ResidentPages,
 }
 
 impl Record {
-    pub fn len_bytes(&self) -> u64 {
-        self.pages as u64 * PAGE_SIZE as u64
-    }
-
     /// The policy's view of this record, the `id`th candidate, of the `process`th process.
-    /// `alpha` is the EMA's, for the estimate's standard error.
     pub fn candidate(
         &self,
         id: usize,
         process: usize,
         resident_bytes_by_tier: objtier_policy::TierBytes,
         advice: u32,
-        alpha: f64,
     ) -> objtier_policy::Candidate {
         objtier_policy::Candidate {
             id,
             process,
-            len_bytes: self.len_bytes(),
+            len_bytes: self.len,
             created_ns: self.created_ns,
             last_access_ns: self.last_access_ns,
             ema_accesses: self.ema_accesses as f64,
             recent_accesses: self.recent_accesses as f64,
             previous_accesses: self.previous_accesses as f64,
-            ema_error: objtier_policy::ema_standard_error(self.var_accesses as f64, alpha),
             resident_bytes_by_tier,
             advice,
         }
@@ -949,7 +937,7 @@ impl Process {
             self.records.insert(
                 record_start,
                 Record {
-                    pages: (len / PAGE_SIZE as u64) as u32,
+                    len,
                     site: object.site,
                     created_ns: object.created_ns,
                     last_access_ns: 0,
@@ -957,7 +945,6 @@ impl Process {
                     interval_accesses: 0.0,
                     recent_accesses: 0.0,
                     previous_accesses: 0.0,
-                    var_accesses: 0.0,
                     resident: ResidentPages::UNKNOWN,
                 },
             );
@@ -1014,7 +1001,7 @@ impl Process {
         let first = self.records.start_at_or_before(start).unwrap_or(start);
         for (record_start, record) in self.records.range_mut(first..end) {
             let overlap_start = record_start.max(start);
-            let overlap_end = (record_start + record.len_bytes()).min(end);
+            let overlap_end = (record_start + record.len).min(end);
             if overlap_end > overlap_start {
                 let share = weight * (overlap_end - overlap_start) as f64 / span;
                 record.interval_accesses += share as f32;

@@ -28,7 +28,7 @@ use std::ops::Range;
 
 /// What a removed entry holds until the next settle.
 const TOMBSTONE: Record = Record {
-    pages: 0,
+    len: 0,
     site: 0,
     created_ns: 0,
     last_access_ns: 0,
@@ -36,7 +36,6 @@ const TOMBSTONE: Record = Record {
     interval_accesses: 0.0,
     recent_accesses: 0.0,
     previous_accesses: 0.0,
-    var_accesses: 0.0,
     resident: ResidentPages::REMOVED,
 };
 
@@ -384,10 +383,10 @@ impl<'a> Iterator for IterMut<'a> {
 mod tests {
     use super::*;
 
-    fn record(pages: u32) -> Record {
+    fn record(len: u64) -> Record {
         Record {
-            pages,
-            site: pages as u64,
+            len,
+            site: len,
             resident: ResidentPages::UNKNOWN,
             ..TOMBSTONE
         }
@@ -421,17 +420,17 @@ mod tests {
         records.insert(0x1000, record(1));
         records.insert(0x3000, record(1));
         records.insert(0x2000, record(1)); // staged
-        assert_eq!(records.insert(0x1000, record(2)).map(|r| r.pages), Some(1));
-        assert_eq!(records.insert(0x2000, record(3)).map(|r| r.pages), Some(1));
+        assert_eq!(records.insert(0x1000, record(2)).map(|r| r.len), Some(1));
+        assert_eq!(records.insert(0x2000, record(3)).map(|r| r.len), Some(1));
         assert_eq!(records.len(), 3);
-        assert_eq!(records.remove(0x1000).map(|r| r.pages), Some(2));
-        assert_eq!(records.remove(0x2000).map(|r| r.pages), Some(3));
+        assert_eq!(records.remove(0x1000).map(|r| r.len), Some(2));
+        assert_eq!(records.remove(0x2000).map(|r| r.len), Some(3));
         assert!(records.remove(0x1000).is_none(), "removed already");
         assert!(records.get(0x1000).is_none() && records.get(0x2000).is_none());
         assert_eq!(records.len(), 1);
         // A removed start comes back in place.
         assert!(records.insert(0x1000, record(4)).is_none());
-        assert_eq!(records[&0x1000].pages, 4);
+        assert_eq!(records[&0x1000].len, 4);
         assert_eq!(records.len(), 2);
     }
 
@@ -447,8 +446,8 @@ mod tests {
         records.settle();
         let starts: Vec<u64> = records.iter().map(|(k, _)| k).collect();
         assert_eq!(starts, [0x1000, 0x2000, 0x3000]);
-        assert_eq!(records[&0x3000].pages, 0);
-        assert_eq!(records.remove(0x3000).map(|r| r.pages), Some(0));
+        assert_eq!(records[&0x3000].len, 0);
+        assert_eq!(records.remove(0x3000).map(|r| r.len), Some(0));
         assert_eq!(records.len(), 2);
     }
 
@@ -537,7 +536,7 @@ mod tests {
             let start = (x % 512) * 0x1000;
             match x >> 60 {
                 0..=7 => {
-                    let r = record(1 + (x >> 40) as u32 % 16);
+                    let r = record(1 + (x >> 40) % 16);
                     assert_eq!(records.insert(start, r.clone()), model.insert(start, r));
                 }
                 8..=12 => assert_eq!(records.remove(start), model.remove(&start)),

@@ -118,7 +118,7 @@ fn hottest_records_json(p: &crate::process::Process) -> Vec<Value> {
         .map(|(start, r)| {
             json!({
                 "start": format!("{start:#x}"),
-                "len": r.len_bytes(),
+                "len": r.len,
                 "object_start": format!("{:#x}", p.object_start_of(start)),
                 "site": format!("{:#018x}", r.site),
                 "ema_accesses": r.ema_accesses,

@@ -505,22 +505,19 @@ impl Daemon {
     }
 }
 
-/// Step 2 for one record: its EMA of sampled accesses, the samples' spread around it (with the
-/// EMA's `alpha`, whatever the aggregation) and its last two intervals' samples move on by one
-/// interval (its last access time was set by attribution, from the observations').
-fn age(aggregate: &dyn objtier_policy::Aggregate, alpha: f64, record: &mut crate::process::Record) {
+/// Step 2 for one record: its EMA of sampled accesses and its last two intervals' samples move
+/// on by one interval (its last access time was set by attribution, from the observations').
+fn age(aggregate: &dyn objtier_policy::Aggregate, record: &mut crate::process::Record) {
     // Below the smallest normal f32 (about 10^-38 accesses an interval) the EMA is 0: a decaying
     // value would otherwise end as a subnormal, slow to compute with, that never reaches 0 (0.9
-    // times the smallest subnormal rounds back up to it). The same for the spread.
-    let flush = |x: f32| if x < f32::MIN_POSITIVE { 0.0 } else { x };
-    let sample = record.interval_accesses as f64;
-    record.ema_accesses = flush(aggregate.aggregate(record.ema_accesses as f64, sample) as f32);
-    record.var_accesses = flush(objtier_policy::ew_variance(
-        record.var_accesses as f64,
-        record.recent_accesses as f64,
-        sample,
-        alpha,
-    ) as f32);
+    // times the smallest subnormal rounds back up to it).
+    let aggregated =
+        aggregate.aggregate(record.ema_accesses as f64, record.interval_accesses as f64) as f32;
+    record.ema_accesses = if aggregated < f32::MIN_POSITIVE {
+        0.0
+    } else {
+        aggregated
+    };
     record.previous_accesses = record.recent_accesses;
     record.recent_accesses = record.interval_accesses;
     record.interval_accesses = 0.0;
@@ -539,7 +536,7 @@ impl Daemon {
                 tracing::debug!(
                     pid = p.pid,
                     start = format_args!("{start:#x}"),
-                    len = r.len_bytes(),
+                    len = r.len,
                     recent = r.recent_accesses,
                     ema = r.ema_accesses,
                     "hot record"
@@ -739,7 +736,7 @@ impl Daemon {
                     let ranges: Vec<(u64, u64)> = p
                         .records
                         .iter()
-                        .map(|(start, r)| (start, start + r.len_bytes()))
+                        .map(|(start, r)| (start, start + r.len))
                         .collect();
                     p.source_ranges = (
                         p.records_generation,
@@ -762,10 +759,9 @@ impl Daemon {
         self.topology.refresh_free(&self.config.sys_root);
         if !self.check_triggers(&mut report) {
             let aggregate = &*self.policy.aggregate;
-            let alpha = self.config.alpha;
             for p in self.processes.values_mut() {
                 for (_, record) in p.records.iter_mut() {
-                    age(aggregate, alpha, record);
+                    age(aggregate, record);
                 }
             }
             self.log_hottest();
@@ -811,7 +807,6 @@ impl Daemon {
         let mut ours_by_tier = vec![0u64; tiers];
         let mut batch: Vec<u64> = Vec::with_capacity(BATCH_PAGES);
         let aggregate = &*self.policy.aggregate;
-        let alpha = self.config.alpha;
         for (pi, id) in process_ids.iter().enumerate() {
             let p = self
                 .processes
@@ -840,14 +835,13 @@ impl Daemon {
                     candidates.len(),
                     pi,
                     resident,
-                    crate::process::advice_for(advice, start, record.len_bytes()),
-                    alpha,
+                    crate::process::advice_for(advice, start, record.len),
                 ));
                 spans.push(RecordPages {
                     process: pi,
                     start,
                     first_page,
-                    pages: (record.len_bytes() / PAGE_SIZE as u64) as usize,
+                    pages: (record.len / PAGE_SIZE as u64) as usize,
                     site: record.site,
                 });
             };
@@ -856,19 +850,19 @@ impl Daemon {
                 .records
                 .iter_mut()
                 .map(|(start, record)| {
-                    age(aggregate, alpha, record);
+                    age(aggregate, record);
                     (start, record)
                 })
                 .peekable();
             let mut located: Vec<(u64, &mut crate::process::Record)> = Vec::new();
             while records.peek().is_some() {
                 while let Some(&(start, ref record)) = records.peek() {
-                    let n = (record.len_bytes() / PAGE_SIZE as u64) as usize;
+                    let n = (record.len / PAGE_SIZE as u64) as usize;
                     if !record.resident.known() || locate_in_turn(start, share, turn) {
                         if !located.is_empty() && batch.len() + n > BATCH_PAGES {
                             break;
                         }
-                        batch.extend((start..start + record.len_bytes()).step_by(PAGE_SIZE));
+                        batch.extend((start..start + record.len).step_by(PAGE_SIZE));
                         let (start, record) = records.next().expect("peeked");
                         record_pages += n as u64;
                         located.push((start, record));
@@ -885,7 +879,7 @@ impl Daemon {
                 let mut first_page = status.len();
                 locate(self.mover.as_mut(), pid, &mut batch, status, &mut failed);
                 for (start, record) in located.drain(..) {
-                    let n = (record.len_bytes() / PAGE_SIZE as u64) as usize;
+                    let n = (record.len / PAGE_SIZE as u64) as usize;
                     let mut resident = TierBytes::from_elem(0, tiers);
                     for &s in &status[first_page..first_page + n] {
                         if let Some(t) = tier_of(s) {
@@ -1787,36 +1781,6 @@ mod tests {
         let records = &daemon.processes.values().next().unwrap().records;
         assert_eq!(records[&0x10_0000].ema_accesses, 0.0);
         assert_eq!(records[&0x20_0000].ema_accesses, 1.8 * f32::MIN_POSITIVE);
-    }
-
-    /// Each interval moves a record's spread on with the difference between its two latest
-    /// samples, and its candidate carries the EMA's standard error from it.
-    #[test]
-    fn the_spread_follows_successive_samples() {
-        let mut record = crate::process::Record {
-            pages: 1,
-            site: 0,
-            created_ns: 0,
-            last_access_ns: 0,
-            ema_accesses: 10.0,
-            interval_accesses: 14.0,
-            recent_accesses: 10.0,
-            previous_accesses: 0.0,
-            var_accesses: 2.0,
-            resident: crate::process::ResidentPages::UNKNOWN,
-        };
-        let ema = objtier_policy::Ema { alpha: 0.1 };
-        super::age(&ema, 0.1, &mut record);
-        // 0.9 * 2 + 0.1 * (14 - 10)^2 / 2 = 2.6
-        assert!((record.var_accesses - 2.6).abs() < 1e-5);
-        assert!((record.ema_accesses - 10.4).abs() < 1e-5);
-        assert_eq!(
-            (record.recent_accesses, record.previous_accesses),
-            (14.0, 10.0)
-        );
-        let c = record.candidate(0, 0, Default::default(), 0, 0.1);
-        // sqrt(2.6 * 0.1 / 1.9)
-        assert!((c.ema_error - 0.369_92).abs() < 1e-4, "{}", c.ema_error);
     }
 
     /// A process that vanishes mid-migration is skipped without disturbing the daemon.

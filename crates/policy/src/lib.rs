@@ -27,9 +27,6 @@ pub const DEFAULT_FILL: f64 = 0.9;
 /// most [`auto_split_bytes`] picks.
 pub const DEFAULT_SPLIT_BYTES: u64 = 64 << 20;
 
-/// The largest split size: a record's length is kept in 32 bits of pages.
-pub const MAX_SPLIT_BYTES: u64 = 1 << 43;
-
 /// How many records of the automatic split size the smallest contested tier holds at least.
 pub const AUTO_SPLIT_RECORDS_PER_TIER: u64 = 32;
 
@@ -57,25 +54,6 @@ pub fn auto_split_bytes(contested_capacities: impl IntoIterator<Item = u64>) -> 
 #[inline]
 pub fn ema(previous: f64, sampled: f64, alpha: f64) -> f64 {
     alpha * sampled + (1.0 - alpha) * previous
-}
-
-/// The spread of a record's samples: an exponentially weighted mean, with the EMA's `alpha`, of
-/// half the squared difference between successive samples (`previous` and `sample`). For
-/// samples that only scatter about a steady mean it is their variance; unlike the scatter about
-/// the EMA, it hardly grows while a record's heat changes (the EMA lags a change for many
-/// intervals, successive samples differ by it once).
-#[inline]
-pub fn ew_variance(variance: f64, previous: f64, sample: f64, alpha: f64) -> f64 {
-    let step = sample - previous;
-    (1.0 - alpha) * variance + alpha * step * step / 2.0
-}
-
-/// The standard error of an EMA with factor `alpha` over samples of this `variance`: the
-/// samples' spread shrunk by the averaging, sqrt(alpha / (2 - alpha)) of it (0.23 for alpha
-/// 0.1).
-#[inline]
-pub fn ema_standard_error(variance: f64, alpha: f64) -> f64 {
-    (variance.max(0.0) * alpha / (2.0 - alpha)).sqrt()
 }
 
 /// Splits `[start, start + len)` into records of at most `split` bytes (the last may be shorter):
@@ -137,9 +115,6 @@ pub struct Candidate {
     pub recent_accesses: f64,
     /// Sampled accesses in the interval before the latest.
     pub previous_accesses: f64,
-    /// The standard error of `ema_accesses` ([`ema_standard_error`] of the samples' spread; 0
-    /// when not known). APB holds a record already fast by [`RANK_ERRORS`] of it.
-    pub ema_error: f64,
     /// Resident bytes on each tier now (index 0 = fastest).
     pub resident_bytes_by_tier: TierBytes,
     /// What the program advised about this memory (`objtier_wire::advice` bits; 0 for none).
@@ -168,20 +143,21 @@ impl Candidate {
         self.recent_accesses > 0.0
     }
 
-    /// Accesses per byte as APB counts bytes, without its hysteresis.
-    #[cfg(test)]
+    /// Accesses per resident byte: untouched pages are neither accessed nor cost memory, so a
+    /// sparse record (a small-object arena, a huge array touched at one end) is judged by what
+    /// it holds. A record with nothing resident falls back to its length.
     fn accesses_per_byte(&self) -> f64 {
-        self.ema_accesses / self.rank_bytes() as f64
+        let bytes = match self.resident_bytes() {
+            0 => self.len_bytes,
+            resident => resident,
+        };
+        self.ema_accesses / bytes.max(1) as f64
     }
 
-    /// APB's ranking key: accesses per byte, with hysteresis for the share of the record already
-    /// in the fastest tier. A record fully there is ranked by its estimate plus [`RANK_ERRORS`]
-    /// standard errors, one fully elsewhere by its estimate less as many, and either is then
-    /// raised by up to [`RANK_STICKINESS`]. Two records of about the same heat so keep their
-    /// places instead of trading them (and their pages) whenever sampling noise swaps their
-    /// estimates: a record must be hotter per byte, by more than the noise of both estimates
-    /// and by 10 %, to displace one already fast. A record whose samples are steady (a hot
-    /// object, or a cold one never sampled) has no error, and wins its place at once.
+    /// APB's ranking key: accesses per byte, raised by up to [`RANK_STICKINESS`] for the share
+    /// of the record already in the fastest tier. Two records of about the same heat then keep
+    /// their places instead of trading them (and their pages) whenever sampling noise swaps
+    /// their estimates; a record must be that much hotter per byte to displace one already fast.
     pub fn apb_rank(&self) -> f64 {
         let resident = self.resident_bytes();
         let fast = self.resident_bytes_by_tier.first().copied().unwrap_or(0);
@@ -190,19 +166,7 @@ impl Candidate {
         } else {
             fast as f64 / resident as f64
         };
-        let held = self.ema_accesses + RANK_ERRORS * self.ema_error * (2.0 * fast_share - 1.0);
-        held.max(0.0) / self.rank_bytes() as f64 * (1.0 + RANK_STICKINESS * fast_share)
-    }
-
-    /// What APB divides by. Resident bytes: untouched pages are neither accessed nor cost
-    /// memory, so a sparse record (a small-object arena, a huge array touched at one end) is
-    /// judged by what it holds. A record with nothing resident falls back to its length.
-    fn rank_bytes(&self) -> u64 {
-        match self.resident_bytes() {
-            0 => self.len_bytes,
-            resident => resident,
-        }
-        .max(1)
+        self.accesses_per_byte() * (1.0 + RANK_STICKINESS * fast_share)
     }
 
     /// Where the program's advice puts this record in the walk, within its process priority.
@@ -313,12 +277,8 @@ pub struct TierBudget {
 }
 
 /// How much hotter per byte (10 %) a record must be to displace one held in the fastest tier
-/// under APB ([`Candidate::apb_rank`]), beyond the noise of both estimates.
+/// under APB ([`Candidate::apb_rank`]).
 pub const RANK_STICKINESS: f64 = 0.1;
-
-/// How many standard errors of its estimate APB adds to a record held in the fastest tier, and
-/// takes from one outside it ([`Candidate::apb_rank`]).
-pub const RANK_ERRORS: f64 = 1.0;
 
 /// Share of a tier's budget by which records already there may overstay it. Budgets move with
 /// free memory, which the daemon's own demotions change; without this slack a record at the
@@ -801,7 +761,6 @@ mod tests {
             ema_accesses: ema,
             recent_accesses: ema,
             previous_accesses: ema,
-            ema_error: 0.0,
             resident_bytes_by_tier: TierBytes::from_slice(&tiers),
             advice: 0,
         }
@@ -1043,112 +1002,6 @@ mod tests {
         );
     }
 
-    /// Runs `intervals` plans over records of 1 MiB whose samples `sample(record, interval)`
-    /// gives, with room for `room` of them in the fast tier, moving each record where the plan
-    /// puts it; the EMA and its error are kept as the daemon keeps them (alpha 0.1), or the
-    /// error is left out (`errors` false: the hysteresis of the 10 % stickiness alone). Returns
-    /// how many records moved in all, and the fast tier's records at the end.
-    fn simulate(
-        records: usize,
-        room: usize,
-        intervals: usize,
-        errors: bool,
-        sample: impl Fn(usize, usize) -> f64,
-    ) -> (usize, Vec<usize>) {
-        let alpha = DEFAULT_ALPHA;
-        let (mut ema, mut var) = (vec![0.0; records], vec![0.0; records]);
-        let mut last = vec![0.0; records];
-        // The first `room` records start in the fast tier, as first touch would leave them.
-        let mut tier: Vec<usize> = (0..records).map(|i| usize::from(i >= room)).collect();
-        let budgets = fast_and_slow(room as u64 * MIB);
-        let mut moves = 0;
-        for t in 0..intervals {
-            let mut c = Vec::new();
-            for i in 0..records {
-                let x = sample(i, t);
-                var[i] = ew_variance(var[i], last[i], x, alpha);
-                last[i] = x;
-                ema[i] = super::ema(ema[i], x, alpha);
-                let mut r = cand(i, MIB, ema[i], [0, 0]);
-                r.resident_bytes_by_tier[tier[i]] = MIB;
-                r.recent_accesses = x;
-                r.ema_error = if errors {
-                    ema_standard_error(var[i], alpha)
-                } else {
-                    0.0
-                };
-                c.push(r);
-            }
-            let order = prioritize(&c, Prioritization::Apb);
-            let a = assign_tiers(&c, &order, &budgets, &[ProcessPolicy::default()], &WHOLE);
-            moves += a.tiers.iter().zip(&tier).filter(|(a, b)| a != b).count();
-            tier = a.tiers;
-        }
-        let fast = (0..records).filter(|&i| tier[i] == 0).collect();
-        (moves, fast)
-    }
-
-    /// A deterministic stand-in for sampling noise: uniform in [0, 2) times `mean`.
-    fn noisy(mean: f64, record: usize, interval: usize) -> f64 {
-        let mut x = (record as u64 * 7919 + interval as u64 * 104_729 + 1)
-            .wrapping_mul(6_364_136_223_846_793_005);
-        x ^= x >> 29;
-        x = x.wrapping_mul(1_442_695_040_888_963_407);
-        x ^= x >> 32;
-        mean * 2.0 * (x % 10_000) as f64 / 10_000.0
-    }
-
-    /// Records equally hot, sampled with noise (DAMON's estimates of a program's arenas look
-    /// like this): which of them hold the fast tier does not matter, so every move is waste.
-    /// The stickiness alone lets the noise trade places all the time (418 moves in 200
-    /// intervals here); with the estimates' errors held against it, about a quarter of that.
-    #[test]
-    fn noise_does_not_trade_places_among_records_equally_hot() {
-        let (without, _) = simulate(40, 10, 200, false, |i, t| noisy(100.0, i, t));
-        let (with, _) = simulate(40, 10, 200, true, |i, t| noisy(100.0, i, t));
-        assert!(
-            without >= 300,
-            "the stickiness alone moved {without} records"
-        );
-        assert!(
-            with * 3 <= without,
-            "{with} moves with errors, {without} without"
-        );
-    }
-
-    /// The hysteresis does not hold back what sampling shows clearly: records newly hot take the
-    /// place of cold ones at the first plan that sees them, and records twice as hot as the
-    /// ones in the fast tier take their place, noise and all, within a few intervals.
-    #[test]
-    fn clearly_hotter_records_still_win_their_place() {
-        // Records 0-9 (fast) are never accessed; 30-39 become hot at interval 5.
-        let (_, fast) = simulate(40, 10, 6, true, |i, t| {
-            if i >= 30 && t >= 5 {
-                noisy(100.0, i, t)
-            } else {
-                0.0
-            }
-        });
-        assert_eq!(fast, (30..40).collect::<Vec<_>>());
-        // Records 0-9 (fast) at 100 on average, 30-39 at 400 from interval 20, all noisy: within
-        // 8 intervals of the change all are in (the EMA alone takes 6 here).
-        let (_, fast) = simulate(40, 10, 28, true, |i, t| {
-            let hot = i >= 30 && t >= 20;
-            noisy(
-                if hot {
-                    400.0
-                } else if i < 10 {
-                    100.0
-                } else {
-                    0.0
-                },
-                i,
-                t,
-            )
-        });
-        assert_eq!(fast, (30..40).collect::<Vec<_>>());
-    }
-
     #[test]
     fn parts_are_page_aligned_and_not_too_small() {
         // 99 MiB of hotter records leave 1 MiB: less than twice the 2 % slack (4 MiB), no part.
@@ -1317,7 +1170,6 @@ mod tests {
             ema_accesses: ema,
             recent_accesses: ema,
             previous_accesses: ema,
-            ema_error: 0.0,
             resident_bytes_by_tier: TierBytes::from_slice(&[0, 0, MIB]),
             advice: 0,
         };

@@ -104,7 +104,6 @@ mod tests {
             ema_accesses: ema,
             recent_accesses: recent,
             previous_accesses: 0.0,
-            ema_error: 0.0,
             resident_bytes_by_tier: TierBytes::from_slice(&[1 << 20, 0]),
             advice: 0,
         }
