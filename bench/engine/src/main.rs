@@ -20,7 +20,10 @@
 //!   the most extra heap one interval holds at once; and the process's peak RSS, which also
 //!   holds the fake kernel's page map;
 //! - once, what the kernel's `move_pages` status query costs per page on this machine, which the
-//!   fake stands in for.
+//!   fake stands in for;
+//! - once, at the largest size, what records coming and going cost the record store (frees and
+//!   allocations at random addresses, the walk before and after it settles, the settling), next
+//!   to a `BTreeMap` given the same changes, since the intervals above change no record.
 //!
 //! Heap figures come from a counting global allocator (bytes requested, so without malloc's
 //! own per-allocation overhead). This is a benchmark, not a test: it never fails on a number.
@@ -458,7 +461,7 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
                 fast_cap_bytes: p.fast_capacity_bytes,
                 priority: p.priority,
             });
-            for (&start, r) in &p.records {
+            for (start, r) in &p.records {
                 let mut resident = TierBytes::from_elem(0, 2);
                 for page in (start..start + r.len).step_by(PAGE_SIZE) {
                     if let Some(&node) = fake.placement.get(&(p.pid, page)) {
@@ -596,6 +599,93 @@ fn kernel_query_ns_per_page(pages: usize) -> Vec<(&'static str, f64, f64)> {
     out
 }
 
+/// Changes to a store of `records` records as frees and allocations at random addresses make
+/// them, a `share` of the records each way, against a `BTreeMap` given the same changes: for
+/// each share, (share, changes, store: [events, walk unsettled, settle, walk settled] ms, map:
+/// [events, walk] ms). The records are a process's, one every 64 KiB; the new ones fall
+/// between them, as a reused hole's would.
+fn records_churn(records: u64, shares: &[u64]) -> Vec<serde_json::Value> {
+    use objtier_daemon::process::{Record, Records, ResidentPages};
+    let record = Record {
+        len: 3 * 4096,
+        site: 1,
+        created_ns: 0,
+        last_access_ns: 0,
+        ema_accesses: 0.0,
+        interval_accesses: 0.0,
+        recent_accesses: 0.0,
+        previous_accesses: 0.0,
+        resident: ResidentPages::UNKNOWN,
+    };
+    let timed = |f: &mut dyn FnMut()| {
+        let t = cpu_ns();
+        f();
+        ms(cpu_ns() - t)
+    };
+    let mut rows = Vec::new();
+    for &share in shares {
+        let mut rng = Rng(0x0b7_1e4 + share);
+        let changes = records / share;
+        let frees: Vec<u64> = (0..changes)
+            .map(|_| rng.next() % records * 0x10000)
+            .collect();
+        let allocs: Vec<u64> = (0..changes)
+            .map(|_| rng.next() % records * 0x10000 + 0x8000)
+            .collect();
+        let mut store = Records::new();
+        let mut map = std::collections::BTreeMap::new();
+        for i in 0..records {
+            store.insert(i * 0x10000, record.clone());
+            map.insert(i * 0x10000, record.clone());
+        }
+        let mut sum = 0u64;
+        let store_events = timed(&mut || {
+            for &start in &frees {
+                store.remove(start);
+            }
+            for &start in &allocs {
+                store.insert(start, record.clone());
+            }
+        });
+        let mut walk = |store: &Records| {
+            timed(&mut || {
+                for (start, r) in store.iter() {
+                    sum = sum.wrapping_add(start ^ r.len);
+                }
+            })
+        };
+        let unsettled = walk(&store);
+        let settle = timed(&mut || store.settle());
+        let settled = walk(&store);
+        let map_events = timed(&mut || {
+            for start in &frees {
+                map.remove(start);
+            }
+            for &start in &allocs {
+                map.insert(start, record.clone());
+            }
+        });
+        let map_walk = timed(&mut || {
+            for (start, r) in &map {
+                sum = sum.wrapping_add(start ^ r.len);
+            }
+        });
+        std::hint::black_box(sum);
+        rows.push(serde_json::json!({
+            "records": records,
+            "share": share,
+            "changes_each_way": changes,
+            "store_events_ms": store_events,
+            "store_walk_unsettled_ms": unsettled,
+            "store_settle_ms": settle,
+            "store_walk_settled_ms": settled,
+            "btree_events_ms": map_events,
+            "btree_walk_ms": map_walk,
+        }));
+    }
+    rows
+}
+
 fn main() -> Result<()> {
     let args = Args::parse();
     if let Some(records) = args.one {
@@ -650,15 +740,47 @@ fn main() -> Result<()> {
         rows.push(row);
     }
     let kernel = kernel_query_ns_per_page(args.kernel_query_pages);
+    let largest = args.records.iter().copied().max().unwrap_or(0);
+    let churn = records_churn(largest, &[1000, 100]);
     if args.json {
         println!(
             "{}",
             serde_json::json!({ "kernel_query_ns_per_page": kernel.iter().map(|(how, all, turn)| (how.to_string(), serde_json::json!({"all": all, "twelfth": turn}))).collect::<serde_json::Map<String, serde_json::Value>>() })
         );
+        println!("{}", serde_json::json!({ "records_churn": churn }));
     } else {
         print_tables(&rows, kernel);
+        print_churn(&churn);
     }
     Ok(())
+}
+
+fn print_churn(rows: &[serde_json::Value]) {
+    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+    println!();
+    println!(
+        "Records coming and going, CPU ms: a share of the records freed and as many allocated \
+         at random addresses, the record store's walk before and after it settles, and a \
+         BTreeMap given the same changes:"
+    );
+    println!();
+    println!(
+        "| records | changes each way | store: events | walk | settle | walk settled | BTreeMap: events | walk |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        println!(
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            r["records"],
+            r["changes_each_way"],
+            f(r, "store_events_ms"),
+            f(r, "store_walk_unsettled_ms"),
+            f(r, "store_settle_ms"),
+            f(r, "store_walk_settled_ms"),
+            f(r, "btree_events_ms"),
+            f(r, "btree_walk_ms"),
+        );
+    }
 }
 
 fn print_tables(rows: &[serde_json::Value], kernel: Vec<(&str, f64, f64)>) {

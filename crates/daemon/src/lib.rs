@@ -15,6 +15,7 @@
 
 pub mod config;
 pub mod process;
+pub mod records;
 pub mod sitestore;
 pub mod source;
 pub mod status;

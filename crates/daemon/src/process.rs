@@ -16,6 +16,7 @@
 //! `module+offset` for people and for matching across runs: placements remembered from an
 //! earlier run of the same program (`crate::sitestore`, warm start) are applied by call path.
 
+pub use crate::records::Records;
 use crate::sitestore::{Learnt, Program, Seen, StoredSite};
 use objtier_policy::split_ranges;
 use objtier_wire::{advice, event_flags, Control, EventKind, RingHeader, PAGE_SIZE};
@@ -123,7 +124,7 @@ pub struct Object {
 }
 
 /// What the daemon keeps per record (an object, or a split part of one), in
-/// `Process::records` under its start address: 8 bytes of key and 48 of record, 56 in all
+/// `Process::records` beside its start address: 56 bytes, 64 with the start
 /// (docs/architecture.md lists the fields).
 ///
 /// The access counters are `f32`: a DAMON region's weight is `nr_accesses` (at most the
@@ -183,6 +184,8 @@ pub struct ResidentPages(u64);
 
 impl ResidentPages {
     pub const UNKNOWN: ResidentPages = ResidentPages(1 << 63);
+    /// Marks a removed entry of the record store (`crate::records`); no location packs to it.
+    pub(crate) const REMOVED: ResidentPages = ResidentPages(u64::MAX);
     const BITS: u32 = 21;
     const MASK: u64 = (1 << Self::BITS) - 1;
 
@@ -356,7 +359,7 @@ pub struct Process {
     pub ring: RingMapping,
     pub attached_ns: u64,
     pub objects: BTreeMap<u64, Object>,
-    pub records: BTreeMap<u64, Record>,
+    pub records: Records,
     /// Bumped whenever a record is added or removed, so that what is derived from the set of
     /// records (the access source's ranges) is recomputed only when it changed.
     pub records_generation: u64,
@@ -478,7 +481,7 @@ impl Process {
             ring,
             attached_ns: 0,
             objects: BTreeMap::new(),
-            records: BTreeMap::new(),
+            records: Records::new(),
             records_generation: 0,
             source_ranges: (u64::MAX, Vec::new()),
             pending: HashMap::new(),
@@ -966,26 +969,24 @@ impl Process {
                 self.advice.remove(&s);
             }
         }
-        let doomed: Vec<u64> = self
-            .records
-            .range(start..start + object.len)
-            .map(|(k, _)| *k)
-            .collect();
-        if !doomed.is_empty() {
+        if self.records.remove_range(start..start + object.len) > 0 {
             self.records_generation += 1;
-        }
-        for k in doomed {
-            self.records.remove(&k);
         }
         true
     }
 
     /// End of interval: buffered allocations that survived become records.
+    /// New records in the middle of the address space are staged; they are merged, and the
+    /// records removed since are dropped, once they are enough to be worth a pass
+    /// ([`Records::tidy`]).
     pub fn commit_pending(&mut self) {
-        let pending: Vec<(u64, Object)> = self.pending.drain().collect();
+        let mut pending: Vec<(u64, Object)> = self.pending.drain().collect();
+        // In address order: those past the last record are appended, not staged.
+        pending.sort_unstable_by_key(|&(start, _)| start);
         for (start, object) in pending {
             self.insert_object(start, object);
         }
+        self.records.tidy();
     }
 
     /// Adds `weight` sampled accesses spread over `[start, end)` to the overlapping records,
@@ -997,12 +998,8 @@ impl Process {
         let span = (end - start) as f64;
         let mut attributed = 0.0;
         // The first record that may overlap starts at or before `start`.
-        let first = self
-            .records
-            .range(..=start)
-            .next_back()
-            .map_or(start, |(k, _)| *k);
-        for (&record_start, record) in self.records.range_mut(first..end) {
+        let first = self.records.start_at_or_before(start).unwrap_or(start);
+        for (record_start, record) in self.records.range_mut(first..end) {
             let overlap_start = record_start.max(start);
             let overlap_end = (record_start + record.len).min(end);
             if overlap_end > overlap_start {
@@ -1171,7 +1168,7 @@ pub(crate) mod tests {
         p.attribute(start, end, 1.0, 1);
         let tiny = p.records[&0x10000].interval_accesses;
         assert!(tiny > 0.0 && (tiny as f64 - 1.0 / pages).abs() < 1e-6 / pages);
-        p.records.get_mut(&0x10000).unwrap().interval_accesses = 0.0;
+        p.records.get_mut(0x10000).unwrap().interval_accesses = 0.0;
         p.attribute(0x10000, 0x11000, 1000.0 * pages, 1);
         let huge = p.records[&0x10000].interval_accesses;
         assert!(huge.is_finite() && (huge as f64 / (1000.0 * pages) - 1.0).abs() < 1e-7);
@@ -1213,7 +1210,7 @@ pub(crate) mod tests {
         push(&p, EventKind::Alloc, 0x10000, 4096, event_flags::SNAPSHOT);
         push(&p, EventKind::Alloc, 0x20000, 4096, event_flags::SNAPSHOT);
         p.drain();
-        p.records.get_mut(&0x10000).unwrap().ema_accesses = 3.0;
+        p.records.get_mut(0x10000).unwrap().ema_accesses = 3.0;
         // The ring overflowed: the daemon notices and asks.
         p.ring.header().dropped.fetch_add(5, Ordering::Relaxed);
         p.drain();

@@ -109,7 +109,7 @@ const STATUS_RECORDS: usize = 8;
 /// The records with the highest access estimate (EMA), hottest first: where the access source's
 /// observations landed.
 fn hottest_records_json(p: &crate::process::Process) -> Vec<Value> {
-    let mut records: Vec<(&u64, &crate::process::Record)> = p.records.iter().collect();
+    let mut records: Vec<(u64, &crate::process::Record)> = p.records.iter().collect();
     records.sort_by(|a, b| b.1.ema_accesses.total_cmp(&a.1.ema_accesses));
     records
         .into_iter()
@@ -119,7 +119,7 @@ fn hottest_records_json(p: &crate::process::Process) -> Vec<Value> {
             json!({
                 "start": format!("{start:#x}"),
                 "len": r.len,
-                "object_start": format!("{:#x}", p.object_start_of(*start)),
+                "object_start": format!("{:#x}", p.object_start_of(start)),
                 "site": format!("{:#018x}", r.site),
                 "ema_accesses": r.ema_accesses,
                 "recent_accesses": r.recent_accesses,
@@ -187,7 +187,7 @@ mod tests {
         p.drain();
         for (i, ema) in [(1u64, 5.0), (3, 9.0)] {
             p.records
-                .get_mut(&(0x10_0000 + i * 0x10_0000))
+                .get_mut(0x10_0000 + i * 0x10_0000)
                 .unwrap()
                 .ema_accesses = ema;
         }

@@ -530,7 +530,7 @@ impl Daemon {
             return;
         }
         for p in self.processes.values() {
-            let mut hottest: Vec<(&u64, &crate::process::Record)> = p.records.iter().collect();
+            let mut hottest: Vec<(u64, &crate::process::Record)> = p.records.iter().collect();
             hottest.sort_by(|a, b| b.1.ema_accesses.total_cmp(&a.1.ema_accesses));
             for (start, r) in hottest.iter().take(4) {
                 tracing::debug!(
@@ -736,7 +736,7 @@ impl Daemon {
                     let ranges: Vec<(u64, u64)> = p
                         .records
                         .iter()
-                        .map(|(start, r)| (*start, start + r.len))
+                        .map(|(start, r)| (start, start + r.len))
                         .collect();
                     p.source_ranges = (
                         p.records_generation,
@@ -760,7 +760,7 @@ impl Daemon {
         if !self.check_triggers(&mut report) {
             let aggregate = &*self.policy.aggregate;
             for p in self.processes.values_mut() {
-                for record in p.records.values_mut() {
+                for (_, record) in p.records.iter_mut() {
                     age(aggregate, record);
                 }
             }
@@ -856,19 +856,19 @@ impl Daemon {
                 .peekable();
             let mut located: Vec<(u64, &mut crate::process::Record)> = Vec::new();
             while records.peek().is_some() {
-                while let Some((&start, record)) = records.peek() {
+                while let Some(&(start, ref record)) = records.peek() {
                     let n = (record.len / PAGE_SIZE as u64) as usize;
                     if !record.resident.known() || locate_in_turn(start, share, turn) {
                         if !located.is_empty() && batch.len() + n > BATCH_PAGES {
                             break;
                         }
                         batch.extend((start..start + record.len).step_by(PAGE_SIZE));
-                        let (&start, record) = records.next().expect("peeked");
+                        let (start, record) = records.next().expect("peeked");
                         record_pages += n as u64;
                         located.push((start, record));
                     } else {
                         // Counted where it was when last located.
-                        let (&start, record) = records.next().expect("peeked");
+                        let (start, record) = records.next().expect("peeked");
                         record_pages += n as u64;
                         candidate(start, record, record.resident.bytes(tiers), NOT_LOCATED);
                     }
@@ -1119,7 +1119,7 @@ impl Daemon {
             let record = self
                 .processes
                 .get_mut(&process_ids[pi])
-                .and_then(|p| p.records.get_mut(&start));
+                .and_then(|p| p.records.get_mut(start));
             if let Some(record) = record {
                 record.resident = ResidentPages::UNKNOWN;
             }
@@ -1216,7 +1216,7 @@ mod tests {
         push(&p, EventKind::Alloc, hot, 2 * MIB, event_flags::SNAPSHOT);
         fake.lock().unwrap().place(pid, hot, 2 * MIB, 1);
         p.drain();
-        p.records.get_mut(&hot).unwrap().interval_accesses = 100.0;
+        p.records.get_mut(hot).unwrap().interval_accesses = 100.0;
         (daemon_with(two_tiers(10 * MIB, 0), p, fake, sys), hot)
     }
 
@@ -1330,7 +1330,7 @@ mod tests {
             .get_mut(&id)
             .unwrap()
             .records
-            .get_mut(&hot)
+            .get_mut(hot)
             .unwrap();
         record.interval_accesses = 100.0;
         daemon.interval();
@@ -1439,7 +1439,7 @@ mod tests {
         );
         drop(fake_now);
         let id = *daemon.processes.keys().next().unwrap();
-        let record = daemon.processes.get_mut(&id).unwrap().records.get_mut(&hot);
+        let record = daemon.processes.get_mut(&id).unwrap().records.get_mut(hot);
         record.unwrap().interval_accesses = 50.0;
         daemon.interval();
         let report = daemon.last_interval.as_ref().unwrap();
@@ -1503,7 +1503,7 @@ mod tests {
             .get_mut(&id)
             .unwrap()
             .records
-            .get_mut(&hot)
+            .get_mut(hot)
             .unwrap()
             .interval_accesses = 50.0;
         daemon.interval();
@@ -1532,7 +1532,7 @@ mod tests {
             let interval = |daemon: &mut Daemon, fast_cap: Option<u64>| {
                 daemon.config.fast_capacity_bytes = fast_cap;
                 let p = daemon.processes.get_mut(&id).unwrap();
-                p.records.get_mut(&hot).unwrap().interval_accesses = 100.0;
+                p.records.get_mut(hot).unwrap().interval_accesses = 100.0;
                 daemon.interval();
                 let fast: Vec<u64> = (hot..hot + 48 * MIB)
                     .step_by(4096)
@@ -1586,7 +1586,7 @@ mod tests {
             let mut daemon = daemon_with(topology, p, &fake, &sys);
             daemon.config.reclaim_cache = reclaim_cache;
             let p = daemon.processes.get_mut(&id).unwrap();
-            p.records.get_mut(&hot).unwrap().interval_accesses = 100.0;
+            p.records.get_mut(hot).unwrap().interval_accesses = 100.0;
             daemon.interval();
             let report = daemon.last_interval.clone().unwrap();
             (report.budget_bytes_by_tier[0], report.promoted_pages)
@@ -1616,7 +1616,7 @@ mod tests {
         for _ in 0..3 {
             let p = daemon.processes.get_mut(&id).unwrap();
             for start in [a, b] {
-                p.records.get_mut(&start).unwrap().interval_accesses = 1000.0;
+                p.records.get_mut(start).unwrap().interval_accesses = 1000.0;
             }
             daemon.interval();
         }
@@ -1691,7 +1691,7 @@ mod tests {
                 .get_mut(&id)
                 .unwrap()
                 .records
-                .get_mut(&hot)
+                .get_mut(hot)
                 .unwrap()
                 .interval_accesses = 100.0;
         };
@@ -1774,8 +1774,8 @@ mod tests {
         push(&p, EventKind::Alloc, 0x10_0000, MIB, event_flags::SNAPSHOT);
         push(&p, EventKind::Alloc, 0x20_0000, MIB, event_flags::SNAPSHOT);
         p.drain();
-        p.records.get_mut(&0x10_0000).unwrap().ema_accesses = f32::MIN_POSITIVE;
-        p.records.get_mut(&0x20_0000).unwrap().ema_accesses = 2.0 * f32::MIN_POSITIVE;
+        p.records.get_mut(0x10_0000).unwrap().ema_accesses = f32::MIN_POSITIVE;
+        p.records.get_mut(0x20_0000).unwrap().ema_accesses = 2.0 * f32::MIN_POSITIVE;
         let mut daemon = daemon_with(two_tiers(10 * MIB, 10 * MIB), p, &fake, &sys);
         daemon.interval();
         let records = &daemon.processes.values().next().unwrap().records;

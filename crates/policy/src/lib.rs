@@ -582,6 +582,65 @@ impl std::fmt::Display for SitePlacement {
     }
 }
 
+/// The hash of [`proactive_placements`]' site counts: one 128-bit multiply of the id, folded,
+/// with a key and a multiplier drawn from std's random hash keys for each map, instead of
+/// SipHash's rounds (most of the time proactive placement took at 10^6 records). Site ids come
+/// from the processes, so the hash is keyed like std's: ids chosen to collide for one map's
+/// keys collide by chance for the next map's. It is not SipHash's cryptographic strength; a
+/// process that could make the daemon's maps degrade would only slow this count down.
+#[derive(Clone, Copy)]
+struct SiteIds {
+    key: u64,
+    multiplier: u64,
+}
+
+impl SiteIds {
+    fn new() -> SiteIds {
+        use std::hash::BuildHasher;
+        let random = std::collections::hash_map::RandomState::new();
+        SiteIds {
+            key: random.hash_one(0u64),
+            multiplier: random.hash_one(1u64) | 1,
+        }
+    }
+}
+
+impl std::hash::BuildHasher for SiteIds {
+    type Hasher = SiteIdHasher;
+
+    fn build_hasher(&self) -> SiteIdHasher {
+        SiteIdHasher {
+            ids: *self,
+            hash: 0,
+        }
+    }
+}
+
+struct SiteIdHasher {
+    ids: SiteIds,
+    hash: u64,
+}
+
+impl std::hash::Hasher for SiteIdHasher {
+    #[inline]
+    fn write_u64(&mut self, id: u64) {
+        let product = ((self.hash ^ id ^ self.ids.key) as u128) * self.ids.multiplier as u128;
+        self.hash = product as u64 ^ (product >> 64) as u64;
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
 /// One record, as proactive placement sees it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SiteRecord {
@@ -621,10 +680,9 @@ pub fn proactive_placements(
         SitePlacement::Off => BTreeMap::new(),
         SitePlacement::Conservative => {
             // Per site: whether a record keeps it fast, and the fastest tier below the fastest.
-            // Hashed (with std's keyed hash: site ids come from the process) while records are
-            // counted, which a million times over is several times quicker than a search tree;
-            // ordered once at the end.
-            let mut sites = HashMap::<u64, (bool, Option<usize>)>::new();
+            // Hashed while records are counted, which a million times over is several times
+            // quicker than a search tree; ordered once at the end.
+            let mut sites = HashMap::<u64, (bool, Option<usize>), _>::with_hasher(SiteIds::new());
             for r in records.into_iter().filter(|r| r.site != 0) {
                 let (keeps_fast, slow_tier) = sites.entry(r.site).or_default();
                 if r.tier == 0 {
@@ -639,7 +697,7 @@ pub fn proactive_placements(
                 .collect()
         }
         SitePlacement::Threshold(share) => {
-            let mut sites = HashMap::<u64, Vec<u64>>::new();
+            let mut sites = HashMap::<u64, Vec<u64>, _>::with_hasher(SiteIds::new());
             for r in records.into_iter().filter(|r| r.site != 0) {
                 let by_tier = sites.entry(r.site).or_default();
                 if by_tier.len() <= r.tier {
@@ -1174,6 +1232,25 @@ mod tests {
             bytes,
             warm,
         }
+    }
+
+    /// Structured site ids (consecutive, or apart by a power of two) hash apart, and two maps
+    /// hash them differently.
+    #[test]
+    fn site_ids_hash_apart_and_differently_per_map() {
+        use std::hash::BuildHasher;
+        let (one, other) = (SiteIds::new(), SiteIds::new());
+        let ids: std::collections::BTreeSet<u64> = [0, 12, 32, 48]
+            .iter()
+            .flat_map(|&shift| (1..=4096u64).map(move |i| i << shift))
+            .collect();
+        let mut hashes = std::collections::HashSet::new();
+        let mut differ = 0;
+        for &id in &ids {
+            assert!(hashes.insert(one.hash_one(id)), "{id:#x} collides");
+            differ += usize::from(one.hash_one(id) != other.hash_one(id));
+        }
+        assert!(differ > ids.len() - 4);
     }
 
     #[test]
