@@ -339,7 +339,9 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
         config.fill = v;
     }
     if let Some(v) = args.split.or(size("split", &file.split)?) {
-        config.split_bytes = Some(v.max(objtier_wire::PAGE_SIZE as u64));
+        // Records are whole pages: the split is rounded down to a page (at least one).
+        let page = objtier_wire::PAGE_SIZE as u64;
+        config.split_bytes = Some((v / page).max(1) * page);
     }
     let prioritization = |t: &str| {
         t.parse()
@@ -943,6 +945,8 @@ mod tests {
         assert_eq!(c.split_bytes, None, "automatic unless given");
         let c = config_from(&["objtier", "daemon", "--split", "8M"]).unwrap();
         assert_eq!(c.split_bytes, Some(8 << 20));
+        let c = config_from(&["objtier", "daemon", "--split", "10000"]).unwrap();
+        assert_eq!(c.split_bytes, Some(8192), "whole pages");
         let defaults = config_from(&["objtier", "daemon"]).unwrap();
         assert_eq!(defaults.interval, Duration::from_secs(2));
         assert_eq!(defaults.proactive, SitePlacement::Conservative);
