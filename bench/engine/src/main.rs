@@ -605,18 +605,8 @@ fn kernel_query_ns_per_page(pages: usize) -> Vec<(&'static str, f64, f64)> {
 /// [events, walk] ms). The records are a process's, one every 64 KiB; the new ones fall
 /// between them, as a reused hole's would.
 fn records_churn(records: u64, shares: &[u64]) -> Vec<serde_json::Value> {
-    use objtier_daemon::process::{Record, Records, ResidentPages};
-    let record = Record {
-        len: 3 * 4096,
-        site: 1,
-        created_ns: 0,
-        last_access_ns: 0,
-        ema_accesses: 0.0,
-        interval_accesses: 0.0,
-        recent_accesses: 0.0,
-        previous_accesses: 0.0,
-        resident: ResidentPages::UNKNOWN,
-    };
+    use objtier_daemon::process::{Record, Records};
+    let record = Record::new(3 * 4096, 1, 0);
     let timed = |f: &mut dyn FnMut()| {
         let t = cpu_ns();
         f();

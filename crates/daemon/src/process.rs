@@ -154,6 +154,21 @@ pub struct Record {
 }
 
 impl Record {
+    /// A record of `len` bytes from `site`, created at `created_ns`, never sampled nor located.
+    pub const fn new(len: u64, site: u64, created_ns: u64) -> Record {
+        Record {
+            len,
+            site,
+            created_ns,
+            last_access_ns: 0,
+            ema_accesses: 0.0,
+            interval_accesses: 0.0,
+            recent_accesses: 0.0,
+            previous_accesses: 0.0,
+            resident: ResidentPages::UNKNOWN,
+        }
+    }
+
     /// The policy's view of this record, the `id`th candidate, of the `process`th process.
     pub fn candidate(
         &self,
@@ -936,17 +951,7 @@ impl Process {
         for (record_start, len) in split_ranges(start, object.len, self.split_bytes) {
             self.records.insert(
                 record_start,
-                Record {
-                    len,
-                    site: object.site,
-                    created_ns: object.created_ns,
-                    last_access_ns: 0,
-                    ema_accesses: 0.0,
-                    interval_accesses: 0.0,
-                    recent_accesses: 0.0,
-                    previous_accesses: 0.0,
-                    resident: ResidentPages::UNKNOWN,
-                },
+                Record::new(len, object.site, object.created_ns),
             );
         }
         self.objects.insert(start, object);

@@ -28,15 +28,8 @@ use std::ops::Range;
 
 /// What a removed entry holds until the next settle.
 const TOMBSTONE: Record = Record {
-    len: 0,
-    site: 0,
-    created_ns: 0,
-    last_access_ns: 0,
-    ema_accesses: 0.0,
-    interval_accesses: 0.0,
-    recent_accesses: 0.0,
-    previous_accesses: 0.0,
     resident: ResidentPages::REMOVED,
+    ..Record::new(0, 0, 0)
 };
 
 /// Staged records are folded in once they are more than 1/STAGED_SHARE of the array.
@@ -211,35 +204,31 @@ impl Records {
 
     /// The records starting in `starts`, in address order.
     pub fn range(&self, starts: Range<u64>) -> Iter<'_> {
-        if starts.is_empty() {
-            return Iter {
-                starts: [].iter(),
-                records: [].iter(),
-                staged: self.staged.range(0..0).peekable(),
-            };
-        }
-        let (lo, hi) = self.bounds(&starts);
+        let (lo, hi, staged) = self.span(starts);
         Iter {
             starts: self.starts[lo..hi].iter(),
             records: self.records[lo..hi].iter(),
-            staged: self.staged.range(starts).peekable(),
+            staged: self.staged.range(staged).peekable(),
         }
     }
 
     pub fn range_mut(&mut self, starts: Range<u64>) -> IterMut<'_> {
-        if starts.is_empty() {
-            return IterMut {
-                starts: [].iter(),
-                records: [].iter_mut(),
-                staged: self.staged.range_mut(0..0).peekable(),
-            };
-        }
-        let (lo, hi) = self.bounds(&starts);
+        let (lo, hi, staged) = self.span(starts);
         IterMut {
             starts: self.starts[lo..hi].iter(),
             records: self.records[lo..hi].iter_mut(),
-            staged: self.staged.range_mut(starts).peekable(),
+            staged: self.staged.range_mut(staged).peekable(),
         }
+    }
+
+    /// The arrays' indices and the staged map's range of the records starting in `starts`
+    /// (none for an empty range, which a `BTreeMap` range would refuse if reversed).
+    fn span(&self, starts: Range<u64>) -> (usize, usize, Range<u64>) {
+        if starts.is_empty() {
+            return (0, 0, 0..0);
+        }
+        let (lo, hi) = self.bounds(&starts);
+        (lo, hi, starts)
     }
 
     /// Settles the store when staged records or tombstones have grown past their share of the
@@ -325,24 +314,35 @@ impl<'a> Iterator for Iter<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        let staged = self.staged.peek().map(|(&k, _)| k);
-        loop {
-            match self.starts.as_slice().first() {
-                Some(&start) if staged.is_none_or(|s| start < s) => {
-                    self.starts.next();
-                    let record = self.records.next().expect("as many records as starts");
-                    if !is_tombstone(record) {
-                        return Some((start, record));
-                    }
-                }
-                _ => return self.staged.next().map(|(&k, r)| (k, r)),
-            }
-        }
+        merge_next(&mut self.starts, &mut self.records, &mut self.staged)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         let (_, staged) = self.staged.size_hint();
         (0, staged.map(|s| s + self.starts.len()))
+    }
+}
+
+/// The next of the arrays' records (skipping tombstones) and the staged ones, in address order:
+/// what [`Iter`] and [`IterMut`] yield, `R` being `&Record` or `&mut Record`.
+#[inline]
+fn merge_next<'a, R: std::ops::Deref<Target = Record>>(
+    starts: &mut std::slice::Iter<'a, u64>,
+    records: &mut impl Iterator<Item = R>,
+    staged: &mut std::iter::Peekable<impl Iterator<Item = (&'a u64, R)>>,
+) -> Option<(u64, R)> {
+    let next_staged = staged.peek().map(|(&k, _)| k);
+    loop {
+        match starts.as_slice().first() {
+            Some(&start) if next_staged.is_none_or(|s| start < s) => {
+                starts.next();
+                let record = records.next().expect("as many records as starts");
+                if !is_tombstone(&record) {
+                    return Some((start, record));
+                }
+            }
+            _ => return staged.next().map(|(&k, r)| (k, r)),
+        }
     }
 }
 
@@ -358,19 +358,7 @@ impl<'a> Iterator for IterMut<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        let staged = self.staged.peek().map(|(&k, _)| k);
-        loop {
-            match self.starts.as_slice().first() {
-                Some(&start) if staged.is_none_or(|s| start < s) => {
-                    self.starts.next();
-                    let record = self.records.next().expect("as many records as starts");
-                    if !is_tombstone(record) {
-                        return Some((start, record));
-                    }
-                }
-                _ => return self.staged.next().map(|(&k, r)| (k, r)),
-            }
-        }
+        merge_next(&mut self.starts, &mut self.records, &mut self.staged)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -384,12 +372,7 @@ mod tests {
     use super::*;
 
     fn record(len: u64) -> Record {
-        Record {
-            len,
-            site: len,
-            resident: ResidentPages::UNKNOWN,
-            ..TOMBSTONE
-        }
+        Record::new(len, len, 0)
     }
 
     /// The store against a `BTreeMap` given the same operations.
