@@ -277,13 +277,16 @@ impl Daemon {
             return bytes;
         }
         let contested = self.topology.tiers.len().saturating_sub(1);
-        objtier_policy::auto_split_bytes((0..contested).map(|tier| {
-            let capacity = self.topology.tier_bytes(tier).0;
-            match self.config.fast_capacity_bytes {
-                Some(cap) if tier == 0 => capacity.min(cap),
-                _ => capacity,
-            }
-        }))
+        objtier_policy::auto_split_bytes((0..contested).map(|tier| self.tier_capacity(tier)))
+    }
+
+    /// What objtier may fill of a tier: its memory, the fastest capped by `--fast-capacity`.
+    pub(crate) fn tier_capacity(&self, tier: usize) -> u64 {
+        let capacity = self.topology.tier_bytes(tier).0;
+        match self.config.fast_capacity_bytes {
+            Some(cap) if tier == 0 => capacity.min(cap),
+            _ => capacity,
+        }
     }
 
     fn serve(&mut self, listener: &UnixListener) -> anyhow::Result<()> {

@@ -302,63 +302,45 @@ impl<'a> IntoIterator for &'a Records {
     }
 }
 
-/// Records in address order: the arrays' live entries merged with the staged ones.
-pub struct Iter<'a> {
+/// Records in address order: the arrays' live entries (tombstones skipped) merged with the
+/// staged ones. `A` walks the records array and `S` the staged map, both by reference or both
+/// by mutable reference: [`Iter`] and [`IterMut`].
+pub struct Merged<'a, A, S: Iterator> {
     starts: std::slice::Iter<'a, u64>,
-    records: std::slice::Iter<'a, Record>,
-    staged: std::iter::Peekable<btree_map::Range<'a, u64, Record>>,
+    records: A,
+    staged: std::iter::Peekable<S>,
 }
 
-impl<'a> Iterator for Iter<'a> {
-    type Item = (u64, &'a Record);
+/// Records in address order.
+pub type Iter<'a> = Merged<'a, std::slice::Iter<'a, Record>, btree_map::Range<'a, u64, Record>>;
+
+/// Records in address order, mutable.
+pub type IterMut<'a> =
+    Merged<'a, std::slice::IterMut<'a, Record>, btree_map::RangeMut<'a, u64, Record>>;
+
+impl<'a, R, A, S> Iterator for Merged<'a, A, S>
+where
+    R: std::ops::Deref<Target = Record>,
+    A: Iterator<Item = R>,
+    S: Iterator<Item = (&'a u64, R)>,
+{
+    type Item = (u64, R);
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        merge_next(&mut self.starts, &mut self.records, &mut self.staged)
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        let (_, staged) = self.staged.size_hint();
-        (0, staged.map(|s| s + self.starts.len()))
-    }
-}
-
-/// The next of the arrays' records (skipping tombstones) and the staged ones, in address order:
-/// what [`Iter`] and [`IterMut`] yield, `R` being `&Record` or `&mut Record`.
-#[inline]
-fn merge_next<'a, R: std::ops::Deref<Target = Record>>(
-    starts: &mut std::slice::Iter<'a, u64>,
-    records: &mut impl Iterator<Item = R>,
-    staged: &mut std::iter::Peekable<impl Iterator<Item = (&'a u64, R)>>,
-) -> Option<(u64, R)> {
-    let next_staged = staged.peek().map(|(&k, _)| k);
-    loop {
-        match starts.as_slice().first() {
-            Some(&start) if next_staged.is_none_or(|s| start < s) => {
-                starts.next();
-                let record = records.next().expect("as many records as starts");
-                if !is_tombstone(&record) {
-                    return Some((start, record));
+        let next_staged = self.staged.peek().map(|(&k, _)| k);
+        loop {
+            match self.starts.as_slice().first() {
+                Some(&start) if next_staged.is_none_or(|s| start < s) => {
+                    self.starts.next();
+                    let record = self.records.next().expect("as many records as starts");
+                    if !is_tombstone(&record) {
+                        return Some((start, record));
+                    }
                 }
+                _ => return self.staged.next().map(|(&k, r)| (k, r)),
             }
-            _ => return staged.next().map(|(&k, r)| (k, r)),
         }
-    }
-}
-
-/// Records in address order, mutable (see [`Iter`]).
-pub struct IterMut<'a> {
-    starts: std::slice::Iter<'a, u64>,
-    records: std::slice::IterMut<'a, Record>,
-    staged: std::iter::Peekable<btree_map::RangeMut<'a, u64, Record>>,
-}
-
-impl<'a> Iterator for IterMut<'a> {
-    type Item = (u64, &'a mut Record);
-
-    #[inline]
-    fn next(&mut self) -> Option<Self::Item> {
-        merge_next(&mut self.starts, &mut self.records, &mut self.staged)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {

@@ -913,14 +913,9 @@ impl Daemon {
                 });
                 continue;
             }
-            let (mut capacity, free) = self.tier_room(tier);
-            if tier == 0 {
-                if let Some(cap) = self.config.fast_capacity_bytes {
-                    capacity = capacity.min(cap);
-                }
-            }
+            let (_, room) = self.tier_room(tier);
             budgets.push(TierBudget {
-                budget_bytes: tier_budget(capacity, free, ours, self.config.fill),
+                budget_bytes: tier_budget(self.tier_capacity(tier), room, ours, self.config.fill),
             });
         }
         report.budget_bytes_by_tier = budgets.iter().map(|b| b.budget_bytes).collect();

@@ -726,6 +726,16 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    /// A deterministic stream of pseudo-random words (xorshift64) from a nonzero `state`.
+    pub(crate) fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
     /// Records moved whole (the paper's enforcement), as most tests below expect.
     const WHOLE: FillFastestFirst = FillFastestFirst {
         fast_reserve_bytes: None,
@@ -772,13 +782,7 @@ mod tests {
     /// and -0.0.
     #[test]
     fn prioritize_matches_the_plain_comparator() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let c: Vec<Candidate> = (0..2000)
             .map(|i| {
                 let ema = [0.0, -0.0, 1.0, 2.5, 1e-30, 7.0][(next() % 6) as usize];
