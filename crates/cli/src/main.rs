@@ -112,8 +112,8 @@ struct DaemonArgs {
     /// Share of each tier's capacity to fill, in (0, 1] [default: 0.9].
     #[arg(long, value_parser = parse_unit_fraction)]
     fill: Option<f64>,
-    /// Objects larger than this are tracked as several records [default: 64M, or a 32nd of the
-    /// fast tier when that is less (at least 2M)].
+    /// Objects larger than this are tracked as several records, rounded down to whole pages
+    /// [default: 64M, or a 32nd of the fast tier when that is less (at least 2M)].
     #[arg(long, value_parser = parse_size)]
     split: Option<u64>,
     /// How objects are ranked for the fast tier: apb (accesses per byte), lru or fifo
