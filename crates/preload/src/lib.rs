@@ -40,12 +40,14 @@
 extern crate alloc;
 
 mod api;
+mod arenas;
 mod large;
 mod lock;
 mod options;
 mod report;
 mod site;
 
+use arenas::owned_by_mimalloc;
 use core::cell::Cell;
 use core::ffi::c_void;
 use libmimalloc_sys as mi;
@@ -237,12 +239,6 @@ unsafe fn release(ptr: *mut c_void) {
     }
     // Anything else was not allocated by us (e.g. by the dynamic loader before we were
     // interposed): leaking it is the only safe answer.
-}
-
-#[inline]
-fn owned_by_mimalloc(ptr: *const c_void) -> bool {
-    // SAFETY: a lookup in mimalloc's own page map; safe for any pointer value.
-    unsafe { mi::mi_is_in_heap_region(ptr) }
 }
 
 /// Usable bytes of a block we own; 0 for pointers we do not know.

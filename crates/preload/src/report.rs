@@ -165,12 +165,6 @@ pub fn tick(now: u64) {
 /// mimalloc arenas (ids 1, 2, ...) announced to the daemon on the current connection.
 static ARENAS_REPORTED: AtomicI32 = AtomicI32::new(0);
 
-extern "C" {
-    /// mimalloc: the start and size of arena `arena_id` (1-based), or NULL past the last one.
-    /// Only atomic loads: safe from any context.
-    fn mi_arena_area(arena_id: i32, size: *mut usize) -> *mut libc::c_void;
-}
-
 /// Announces the mimalloc arenas reserved since the last call as small-object blocks, so the
 /// daemon can tier small objects' memory too. mimalloc takes all its memory from arenas it
 /// reserves a large span (64 MiB, growing) at a time, so there are few, and they are never
@@ -184,7 +178,7 @@ fn report_new_arenas(ring: &RingHeader) {
     while ring.backlog() <= ring.capacity as u64 / 2 {
         let mut size = 0usize;
         // SAFETY: mi_arena_area reads mimalloc's arena table with atomic loads.
-        let start = unsafe { mi_arena_area(reported + 1, &mut size) } as u64;
+        let start = unsafe { crate::arenas::mi_arena_area(reported + 1, &mut size) } as u64;
         let page = PAGE_SIZE as u64;
         if start == 0 || size == 0 {
             break;
