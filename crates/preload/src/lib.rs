@@ -41,6 +41,7 @@ extern crate alloc;
 
 mod api;
 mod arenas;
+mod bins;
 mod large;
 mod lock;
 mod options;
