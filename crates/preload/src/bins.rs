@@ -194,6 +194,10 @@ impl Bins {
         let stack = &mut classes.stacks[class];
         let entry = stack.swap_remove(slot.pos as usize);
         let moved = stack.get(slot.pos as usize).copied();
+        // A class that once held many extents does not keep their room forever.
+        if stack.capacity() > 64 && stack.len() < stack.capacity() / 4 {
+            stack.shrink_to(stack.len() * 2);
+        }
         classes.unmark_if_empty(class);
         self.len -= 1;
         (entry, moved)
