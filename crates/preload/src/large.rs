@@ -27,7 +27,7 @@
 //! extents merge with dirty neighbours and are reused first; the cache is bounded so that live
 //! plus cached bytes stay within the process's high-water mark of live bytes (at least 64 MiB
 //! of cache), evicting from the tails of the largest extents when a free would exceed it, and
-//! extents idle for two seconds are returned to the kernel. `alloc` says whether the memory it
+//! extents idle for a quarter of a second are returned to the kernel. `alloc` says whether the memory it
 //! returns is known to be zero, so `calloc` clears only dirty memory.
 //!
 //! Ownership of a pointer is answered without a lock by a table indexed by the pointer's 1 GiB
@@ -74,9 +74,13 @@ fn dirty_budget_bytes() -> usize {
     DIRTY_BUDGET_BYTES.max(peak.saturating_sub(live) as usize)
 }
 
-/// Cached dirty extents not reused for this long are returned to the kernel: a program that
-/// finished a phase does not keep its peak footprint forever.
-const DIRTY_IDLE_SECONDS: u64 = 2;
+/// Cached dirty extents not reused for this long (in `coarse_ticks`: 250 ms) are returned to the
+/// kernel: a program that finished a phase does not keep its peak footprint forever, nor carry
+/// it into the next phase's peak (bench/alloc `sqlite`: with 2 s, the buffers of its index builds
+/// were still cached when its later phases peaked, 404 MiB against mimalloc's 383).
+const DIRTY_IDLE_TICKS: u64 = 2;
+/// `coarse_ticks` per second.
+const TICKS_PER_SECOND: u64 = 8;
 /// Larger frees are always returned to the kernel at once. 32 MiB, glibc's largest dynamic mmap
 /// threshold on 64-bit: a program that frees and grows buffers of several MiB again and again
 /// (vectors, read buffers) reuses their pages instead of faulting them in each time
@@ -90,8 +94,8 @@ static GRANULE_OWNER: [AtomicU16; GRANULES] = [const { AtomicU16::new(0) }; GRAN
 pub static LIVE_BYTES: AtomicU64 = AtomicU64::new(0);
 /// The most `LIVE_BYTES` has been.
 static PEAK_LIVE_BYTES: AtomicU64 = AtomicU64::new(0);
-/// Coarse monotonic second of the last idle purge.
-static LAST_PURGE_SECOND: AtomicU64 = AtomicU64::new(0);
+/// Coarse monotonic tick of the last idle purge.
+static LAST_PURGE_TICK: AtomicU64 = AtomicU64::new(0);
 
 /// Counts `bytes` more handed out, keeping the high-water mark.
 fn add_live_bytes(bytes: usize) {
@@ -99,15 +103,16 @@ fn add_live_bytes(bytes: usize) {
     PEAK_LIVE_BYTES.fetch_max(live, Ordering::Relaxed);
 }
 
-/// Coarse monotonic seconds (CLOCK_MONOTONIC_COARSE: a vDSO read, no syscall).
-fn coarse_seconds() -> u64 {
+/// Coarse monotonic time in eighths of a second (CLOCK_MONOTONIC_COARSE: a vDSO read, no
+/// syscall).
+fn coarse_ticks() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: writes into our timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    ts.tv_sec as u64
+    ts.tv_sec as u64 * TICKS_PER_SECOND + ts.tv_nsec as u64 / (1_000_000_000 / TICKS_PER_SECOND)
 }
 
 struct Chunk {
@@ -317,7 +322,7 @@ pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
             state.evict_dirty(excess);
         }
         on_free(extent);
-        let now = coarse_seconds();
+        let now = coarse_ticks();
         state.insert_dirty(chunk, start_page, extent.len / PAGE_SIZE, now);
         state.purge_idle(now);
         state.after_change();
@@ -738,7 +743,7 @@ impl State {
 
     /// Adds a dirty free extent, merged with dirty free neighbours (as clean ones are merged
     /// with clean ones): without merging, reuse by size splits the cache into ever smaller
-    /// pieces that larger requests miss. `cached` is when it was cached, in coarse seconds.
+    /// pieces that larger requests miss. `cached` is when it was cached, in coarse ticks.
     fn insert_dirty(&mut self, chunk: usize, mut start: usize, mut pages: usize, cached: u64) {
         self.dirty_bytes += pages * PAGE_SIZE;
         let c = &self.chunks[chunk];
@@ -768,20 +773,20 @@ impl State {
         self.index(true, chunk, start, pages);
     }
 
-    /// Returns cached dirty extents idle for `DIRTY_IDLE_SECONDS` to the kernel; runs at most
-    /// once a second (a scan of the dirty set), from frees.
+    /// Returns cached dirty extents idle for `DIRTY_IDLE_TICKS` to the kernel; runs at most
+    /// once a tick (a scan of the dirty set), from frees.
     fn purge_idle(&mut self, now: u64) {
-        if LAST_PURGE_SECOND.load(Ordering::Relaxed) == now || self.dirty.is_empty() {
+        if LAST_PURGE_TICK.load(Ordering::Relaxed) == now || self.dirty.is_empty() {
             return;
         }
-        LAST_PURGE_SECOND.store(now, Ordering::Relaxed);
+        LAST_PURGE_TICK.store(now, Ordering::Relaxed);
         let idle: Vec<Entry> = self
             .dirty
             .iter()
             .map(|(_, e)| e)
             .filter(|e| {
                 let cached = self.chunks[e.chunk as usize].site(e.start as usize) >> 32;
-                now.saturating_sub(cached) >= DIRTY_IDLE_SECONDS
+                now.saturating_sub(cached) >= DIRTY_IDLE_TICKS
             })
             .collect();
         for e in idle {
