@@ -18,8 +18,8 @@
 //! free, tiling `[0, bump)`; pages past `bump` were never handed out. Every extent writes a
 //! boundary tag into a per-chunk side table at its first page (and its last, if longer than one
 //! page), so `free` finds an object's length and coalesces with free neighbours in O(1) without
-//! touching the object's own memory. Free extents are indexed by size in segregated bins
-//! (`bins`), found, added and removed in constant time.
+//! touching the object's own memory. Free extents are indexed by `(pages, chunk, start)` in a
+//! B-tree for best-fit reuse.
 //!
 //! Free extents are *clean* (no resident pages, `MADV_DONTNEED`ed: they read as zero and cost no
 //! memory) or *dirty* (kept resident for quick reuse, like glibc's trim threshold: a program
@@ -34,8 +34,8 @@
 //! granule, which names the owning chunk. A second side table per chunk keeps each live
 //! object's allocation site, so the objects re-announced to a (re)attaching daemon keep theirs.
 
-use crate::bins::{Bins, Entry, Slot};
 use crate::lock::FutexMutex;
+use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use objtier_wire::PAGE_SIZE;
@@ -193,6 +193,10 @@ impl Chunk {
     }
 }
 
+/// Key of a free extent in `State::free` and `State::dirty`: (placement, pages, chunk, start),
+/// so that best fit within a placement is the first key at or after `(placement, wanted, 0, 0)`.
+type FreeKey = (u32, u32, u32, u32);
+
 /// A set of NUMA nodes chunks are bound to (0 for the default placement), and the chunk of that
 /// placement with never-used pages at its end, where new extents are cut when nothing fits.
 struct Placement {
@@ -202,11 +206,10 @@ struct Placement {
 
 struct State {
     chunks: Vec<Chunk>,
-    /// Clean free extents. Each one's position in its bin is the low 32 bits of the side-table
-    /// slot of its first page (which holds an allocated object's site).
-    free: Bins,
-    /// Dirty free extents; their slots' high 32 bits hold when they were cached.
-    dirty: Bins,
+    /// Clean free extents.
+    free: BTreeSet<FreeKey>,
+    /// Dirty free extents.
+    dirty: BTreeSet<FreeKey>,
     dirty_bytes: usize,
     /// Index 0 is the default placement (created on first use).
     placements: Vec<Placement>,
@@ -224,8 +227,8 @@ pub fn busy() -> bool {
 
 static STATE: FutexMutex<State> = FutexMutex::new(State {
     chunks: Vec::new(),
-    free: Bins::new(),
-    dirty: Bins::new(),
+    free: BTreeSet::new(),
+    dirty: BTreeSet::new(),
     dirty_bytes: 0,
     placements: Vec::new(),
 });
@@ -402,15 +405,15 @@ pub fn grow_in_place(ptr: *mut u8, size: usize, on_change: impl FnOnce(Extent, E
         }
         Some((free_pages, tag & TAG_DIRTY != 0))
     };
-    // When the dirty neighbour was cached; what is left of it keeps that time.
-    let mut cached = 0;
     match neighbour {
         None => state.chunks[chunk].bump = end + extra,
         Some((free_pages, dirty)) => {
-            cached = state.chunks[chunk].site(end) >> 32;
-            state.unindex(dirty, chunk, end, free_pages);
+            let key = state.key(chunk, end, free_pages);
             if dirty {
+                state.dirty.remove(&key);
                 state.dirty_bytes = state.dirty_bytes.saturating_sub(free_pages * PAGE_SIZE);
+            } else {
+                state.free.remove(&key);
             }
         }
     }
@@ -420,7 +423,7 @@ pub fn grow_in_place(ptr: *mut u8, size: usize, on_change: impl FnOnce(Extent, E
     if let Some((free_pages, dirty)) = neighbour {
         let rest = free_pages - extra;
         if rest > 0 && dirty {
-            state.insert_dirty(chunk, end + extra, rest, cached);
+            state.insert_dirty(chunk, end + extra, rest, coarse_ticks());
         } else if rest > 0 {
             state.insert_free(chunk, end + extra, rest);
         }
@@ -560,26 +563,17 @@ impl State {
                     ));
                 }
                 let key = (c.placement, pages as u32, index as u32, page as u32);
-                let indexed = |set: &Bins| {
-                    let slot = Bins::slot(pages as u32, c.site(page) as u32);
-                    set.get(c.placement, slot)
-                        == Some(Entry {
-                            chunk: index as u32,
-                            start: page as u32,
-                            pages: pages as u32,
-                        })
-                };
                 let clean_free = tag & (TAG_ALLOCATED | TAG_DIRTY) == 0;
                 if tag & TAG_ALLOCATED == 0 {
                     if tag & TAG_DIRTY != 0 {
                         dirty_bytes += pages * PAGE_SIZE;
                         dirty_seen += 1;
-                        if !indexed(&self.dirty) {
+                        if !self.dirty.contains(&key) {
                             return Err(format!("dirty extent {key:?} missing from the dirty set"));
                         }
                     } else {
                         free_seen += 1;
-                        if !indexed(&self.free) {
+                        if !self.free.contains(&key) {
                             return Err(format!("free extent {key:?} missing from the free set"));
                         }
                         if previous_clean_free {
@@ -631,49 +625,13 @@ impl State {
         (self.placements.len() - 1) as u32
     }
 
-    /// Adds the free extent `[start, start + pages)` of `chunk` to the dirty or the clean index,
-    /// keeping its position in the extent's side-table slot.
-    fn index(&mut self, dirty: bool, chunk: usize, start: usize, pages: usize) {
-        let placement = self.chunks[chunk].placement;
-        let entry = Entry {
-            chunk: chunk as u32,
-            start: start as u32,
-            pages: pages as u32,
-        };
-        let set = if dirty {
-            &mut self.dirty
-        } else {
-            &mut self.free
-        };
-        let slot = set.insert(placement, entry);
-        self.set_position(chunk, start, slot.pos());
-    }
-
-    /// Removes the indexed free extent `[start, start + pages)` of `chunk`.
-    fn unindex(&mut self, dirty: bool, chunk: usize, start: usize, pages: usize) {
-        let placement = self.chunks[chunk].placement;
-        let slot = Bins::slot(pages as u32, self.chunks[chunk].site(start) as u32);
-        let removed = self.unindex_slot(dirty, placement, slot);
-        debug_assert_eq!((removed.chunk, removed.start), (chunk as u32, start as u32));
-    }
-
-    fn unindex_slot(&mut self, dirty: bool, placement: u32, slot: Slot) -> Entry {
-        let set = if dirty {
-            &mut self.dirty
-        } else {
-            &mut self.free
-        };
-        let (removed, moved) = set.remove(placement, slot);
-        if let Some(m) = moved {
-            self.set_position(m.chunk as usize, m.start as usize, slot.pos());
-        }
-        removed
-    }
-
-    fn set_position(&mut self, chunk: usize, start: usize, pos: u32) {
-        let c = &mut self.chunks[chunk];
-        let high = c.site(start) & !u64::from(u32::MAX);
-        c.set_site(start, high | u64::from(pos));
+    fn key(&self, chunk: usize, start: usize, pages: usize) -> FreeKey {
+        (
+            self.chunks[chunk].placement,
+            pages as u32,
+            chunk as u32,
+            start as u32,
+        )
     }
 
     fn allocated_extent(&self, chunk: usize, addr: usize) -> Option<Extent> {
@@ -728,21 +686,20 @@ impl State {
         if align_pages > 1 {
             return None;
         }
-        let (_, slot) = self.dirty.fitting(placement, pages as u32)?;
-        let e = self.unindex_slot(true, placement, slot);
-        let (chunk, start, dirty_pages) = (e.chunk as usize, e.start as usize, e.pages as usize);
-        let cached = self.chunks[chunk].site(start) >> 32;
+        let &key = fitting(&self.dirty, placement, pages as u32)?;
+        self.dirty.remove(&key);
+        let (_, dirty_pages, chunk, start) = key;
+        let (chunk, start, dirty_pages) = (chunk as usize, start as usize, dirty_pages as usize);
         self.dirty_bytes = self.dirty_bytes.saturating_sub(dirty_pages * PAGE_SIZE);
         self.chunks[chunk].mark(start, pages, TAG_ALLOCATED);
         if dirty_pages > pages {
-            // What is left keeps the time the extent was cached.
-            self.insert_dirty(chunk, start + pages, dirty_pages - pages, cached);
+            self.insert_dirty(chunk, start + pages, dirty_pages - pages, coarse_ticks());
         }
         Some((chunk, start))
     }
 
     /// Adds a dirty free extent, merged with dirty free neighbours (as clean ones are merged
-    /// with clean ones): without merging, reuse by size splits the cache into ever smaller
+    /// with clean ones): without merging, reuse by best fit splits the cache into ever smaller
     /// pieces that larger requests miss. `cached` is when it was cached, in coarse ticks.
     fn insert_dirty(&mut self, chunk: usize, mut start: usize, mut pages: usize, cached: u64) {
         self.dirty_bytes += pages * PAGE_SIZE;
@@ -751,7 +708,8 @@ impl State {
             let before = c.tag(start - 1);
             if before & (TAG_ALLOCATED | TAG_DIRTY) == TAG_DIRTY {
                 let before_pages = (before >> TAG_PAGES_SHIFT) as usize;
-                self.unindex(true, chunk, start - before_pages, before_pages);
+                let key = self.key(chunk, start - before_pages, before_pages);
+                self.dirty.remove(&key);
                 start -= before_pages;
                 pages += before_pages;
             }
@@ -762,15 +720,16 @@ impl State {
             let after = c.tag(end);
             if after & (TAG_ALLOCATED | TAG_DIRTY) == TAG_DIRTY {
                 let after_pages = (after >> TAG_PAGES_SHIFT) as usize;
-                self.unindex(true, chunk, end, after_pages);
+                let key = self.key(chunk, end, after_pages);
+                self.dirty.remove(&key);
                 pages += after_pages;
             }
         }
         self.chunks[chunk].mark(start, pages, TAG_DIRTY);
-        // A free extent has no site: its slot in the side table holds when it was cached (and
-        // its position in the index).
-        self.chunks[chunk].set_site(start, cached << 32);
-        self.index(true, chunk, start, pages);
+        // A free extent has no site: its slot in the side table holds when it was cached.
+        self.chunks[chunk].set_site(start, cached);
+        let key = self.key(chunk, start, pages);
+        self.dirty.insert(key);
     }
 
     /// Returns cached dirty extents idle for `DIRTY_IDLE_TICKS` to the kernel; runs at most
@@ -780,17 +739,17 @@ impl State {
             return;
         }
         LAST_PURGE_TICK.store(now, Ordering::Relaxed);
-        let idle: Vec<Entry> = self
+        let idle: Vec<FreeKey> = self
             .dirty
             .iter()
-            .map(|(_, e)| e)
-            .filter(|e| {
-                let cached = self.chunks[e.chunk as usize].site(e.start as usize) >> 32;
+            .filter(|&&(_, _, chunk, start)| {
+                let cached = self.chunks[chunk as usize].site(start as usize);
                 now.saturating_sub(cached) >= DIRTY_IDLE_TICKS
             })
+            .copied()
             .collect();
-        for e in idle {
-            self.evict_dirty_extent(e, e.pages as usize);
+        for key in idle {
+            self.evict_dirty_extent(key, key.1 as usize);
         }
     }
 
@@ -801,9 +760,10 @@ impl State {
         align_pages: usize,
     ) -> Option<(usize, usize)> {
         let wanted = (pages + align_pages - 1) as u32;
-        let (_, slot) = self.free.fitting(placement, wanted)?;
-        let e = self.unindex_slot(false, placement, slot);
-        let (chunk, start, free_pages) = (e.chunk as usize, e.start as usize, e.pages as usize);
+        let &key = fitting(&self.free, placement, wanted)?;
+        self.free.remove(&key);
+        let (_, free_pages, chunk, start) = key;
+        let (chunk, start, free_pages) = (chunk as usize, start as usize, free_pages as usize);
         let base_page = self.chunks[chunk].base / PAGE_SIZE;
         let aligned = (base_page + start).next_multiple_of(align_pages) - base_page;
         self.carve(chunk, start, free_pages, aligned, pages);
@@ -844,8 +804,8 @@ impl State {
 
     fn insert_free(&mut self, chunk: usize, start: usize, pages: usize) {
         self.chunks[chunk].mark(start, pages, 0);
-        self.chunks[chunk].set_site(start, 0);
-        self.index(false, chunk, start, pages);
+        let key = self.key(chunk, start, pages);
+        self.free.insert(key);
     }
 
     /// Returns the largest dirty extent's pages to the kernel and makes it clean free space.
@@ -860,34 +820,35 @@ impl State {
     fn evict_dirty(&mut self, bytes: usize) {
         let mut needed_pages = bytes.div_ceil(PAGE_SIZE);
         while needed_pages > 0 {
-            let largest = self
-                .dirty
-                .placements()
-                .filter_map(|p| self.dirty.largest(p))
-                .map(|(e, _)| e)
-                .max_by_key(|e| e.pages);
-            let Some(e) = largest else {
+            // The largest of each placement is the last key below the next placement's keys.
+            let largest = (0..self.placements.len() as u32)
+                .filter_map(|p| self.dirty.range((p, 0, 0, 0)..(p + 1, 0, 0, 0)).next_back())
+                .max_by_key(|key| key.1)
+                .copied();
+            let Some(key) = largest else {
                 self.dirty_bytes = 0;
                 return;
             };
-            let evict = (e.pages as usize).min(needed_pages);
-            self.evict_dirty_extent(e, evict);
+            let evict = (key.1 as usize).min(needed_pages);
+            self.evict_dirty_extent(key, evict);
             needed_pages -= evict;
         }
     }
 
-    /// Returns the last `evict` pages of the dirty extent `e` to the kernel (as clean free
+    /// Returns the last `evict` pages of the dirty extent `key` to the kernel (as clean free
     /// space); the rest of it stays cached.
-    fn evict_dirty_extent(&mut self, e: Entry, evict: usize) {
-        let (pages, chunk, start) = (e.pages as usize, e.chunk as usize, e.start as usize);
-        self.unindex(true, chunk, start, pages);
+    fn evict_dirty_extent(&mut self, key: FreeKey, evict: usize) {
+        self.dirty.remove(&key);
+        let (_, pages, chunk, start) = key;
+        let (pages, chunk, start) = (pages as usize, chunk as usize, start as usize);
         let evict = evict.min(pages);
         let keep = pages - evict;
         self.dirty_bytes = self.dirty_bytes.saturating_sub(evict * PAGE_SIZE);
         if keep > 0 {
             // The head stays dirty (same start, fewer pages, same cache time).
             self.chunks[chunk].mark(start, keep, TAG_DIRTY);
-            self.index(true, chunk, start, keep);
+            let head = self.key(chunk, start, keep);
+            self.dirty.insert(head);
         }
         let tail = start + keep;
         let addr = self.chunks[chunk].base + tail * PAGE_SIZE;
@@ -912,7 +873,8 @@ impl State {
             if before & (TAG_ALLOCATED | TAG_DIRTY) == 0 {
                 let before_pages = (before >> TAG_PAGES_SHIFT) as usize;
                 let before_start = start - before_pages;
-                self.unindex(false, chunk, before_start, before_pages);
+                let key = self.key(chunk, before_start, before_pages);
+                self.free.remove(&key);
                 start = before_start;
                 pages += before_pages;
             }
@@ -927,7 +889,8 @@ impl State {
         let after = c.tag(end);
         if after & (TAG_ALLOCATED | TAG_DIRTY) == 0 {
             let after_pages = (after >> TAG_PAGES_SHIFT) as usize;
-            self.unindex(false, chunk, end, after_pages);
+            let key = self.key(chunk, end, after_pages);
+            self.free.remove(&key);
             pages += after_pages;
         }
         self.insert_free(chunk, start, pages);
@@ -987,6 +950,12 @@ impl State {
         self.placements[placement as usize].current = Some(index);
         Some(())
     }
+}
+
+/// The smallest key of `placement` with at least `pages` pages.
+fn fitting(set: &BTreeSet<FreeKey>, placement: u32, pages: u32) -> Option<&FreeKey> {
+    set.range((placement, pages, 0, 0)..(placement + 1, 0, 0, 0))
+        .next()
 }
 
 const MPOL_PREFERRED: i64 = 1;

@@ -41,7 +41,6 @@ extern crate alloc;
 
 mod api;
 mod arenas;
-mod bins;
 mod large;
 mod lock;
 mod options;
