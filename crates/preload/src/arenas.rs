@@ -27,7 +27,16 @@ static MAPPED: AtomicI32 = AtomicI32::new(0);
 extern "C" {
     /// mimalloc: the start and size of arena `arena_id` (1-based), or NULL past the last one.
     /// Only atomic loads: safe from any context.
-    pub(crate) fn mi_arena_area(arena_id: i32, size: *mut usize) -> *mut libc::c_void;
+    fn mi_arena_area(arena_id: i32, size: *mut usize) -> *mut libc::c_void;
+}
+
+/// The start and size of mimalloc's arena `id` (1, 2, ...), or None past the last one reserved
+/// (or one being added right now). Safe from any context, the allocator's included.
+pub fn arena(id: i32) -> Option<(usize, usize)> {
+    let mut size = 0usize;
+    // SAFETY: mi_arena_area reads mimalloc's arena table with atomic loads.
+    let start = unsafe { mi_arena_area(id, &mut size) } as usize;
+    (start != 0 && size != 0).then_some((start, size))
 }
 
 /// Whether `ptr` points into memory mimalloc allocated.
@@ -57,13 +66,7 @@ fn owned_slow(ptr: *const libc::c_void) -> bool {
 /// here set the same bits.
 fn map_new_arenas() {
     let mut mapped = MAPPED.load(Ordering::Acquire);
-    loop {
-        let mut size = 0usize;
-        // SAFETY: mi_arena_area reads mimalloc's arena table with atomic loads.
-        let start = unsafe { mi_arena_area(mapped + 1, &mut size) } as usize;
-        if start == 0 || size == 0 {
-            break;
-        }
+    while let Some((start, size)) = arena(mapped + 1) {
         debug_assert_eq!(
             start % (1 << SEGMENT_SHIFT),
             0,

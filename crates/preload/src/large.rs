@@ -27,8 +27,8 @@
 //! extents merge with dirty neighbours and are reused first; the cache is bounded so that live
 //! plus cached bytes stay within the process's high-water mark of live bytes (at least 64 MiB
 //! of cache), evicting from the tails of the largest extents when a free would exceed it, and
-//! extents idle for a quarter of a second are returned to the kernel. `alloc` says whether the memory it
-//! returns is known to be zero, so `calloc` clears only dirty memory.
+//! extents idle for a quarter of a second are returned to the kernel. `alloc` says whether the
+//! memory it returns is known to be zero, so `calloc` clears only dirty memory.
 //!
 //! Ownership of a pointer is answered without a lock by a table indexed by the pointer's 1 GiB
 //! granule, which names the owning chunk. A second side table per chunk keeps each live

@@ -176,13 +176,11 @@ fn report_new_arenas(ring: &RingHeader) {
     let mut reported = ARENAS_REPORTED.load(Ordering::Relaxed);
     let now = now_ns();
     while ring.backlog() <= ring.capacity as u64 / 2 {
-        let mut size = 0usize;
-        // SAFETY: mi_arena_area reads mimalloc's arena table with atomic loads.
-        let start = unsafe { crate::arenas::mi_arena_area(reported + 1, &mut size) } as u64;
-        let page = PAGE_SIZE as u64;
-        if start == 0 || size == 0 {
+        let Some((start, size)) = crate::arenas::arena(reported + 1) else {
             break;
-        }
+        };
+        let start = start as u64;
+        let page = PAGE_SIZE as u64;
         // Only whole pages can be tiered.
         let (lo, hi) = (
             start.next_multiple_of(page),
