@@ -109,6 +109,12 @@ struct DaemonArgs {
     /// EMA smoothing factor for sampled accesses, in (0, 1] [default: 0.1].
     #[arg(long, value_parser = parse_unit_fraction)]
     alpha: Option<f64>,
+    /// Rank a record created less than 64 intervals ago by the accesses it has had per
+    /// interval, correcting the EMA for its start at 0 (on), or by the running EMA, which holds
+    /// a tenth of a new object's heat after one interval and half after six, as the paper's
+    /// daemon does (off) [default: on].
+    #[arg(long, value_parser = ["on", "off"])]
+    ema_correction: Option<String>,
     /// Share of each tier's capacity to fill, in (0, 1] [default: 0.9].
     #[arg(long, value_parser = parse_unit_fraction)]
     fill: Option<f64>,
@@ -421,6 +427,11 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     config.fast_reserve_bytes = args
         .fast_reserve
         .or(size("fast-reserve", &file.fast_reserve)?);
+    config.ema_correction = switch(
+        args.ema_correction.as_deref(),
+        file.ema_correction,
+        config.ema_correction,
+    );
     config.reclaim_cache = switch(
         args.reclaim_cache.as_deref(),
         file.reclaim_cache,

@@ -82,6 +82,9 @@ pub struct Daemon {
     record_pages: u64,
     /// An enforcement's largest buffers, kept for the next one.
     buffers: tiering::IntervalBuffers,
+    /// When the latest intervals began, oldest first: how many times a young record has been
+    /// aged, for the aggregate's estimate (`tiering::IntervalStarts`).
+    interval_starts: tiering::IntervalStarts,
     /// Whether splitting a huge page has failed once already (said once, then only debug).
     huge_split_failed: bool,
     next_process_id: u64,
@@ -146,10 +149,13 @@ fn open_site_store(config: &DaemonConfig) -> anyhow::Result<Option<sitestore::Si
 }
 
 /// The built-in policy the config names (`--prioritization`, `--trigger`, `--alpha`,
-/// `--fast-reserve`, `--whole-records`).
+/// `--ema-correction`, `--fast-reserve`, `--whole-records`).
 pub fn builtin_policy(config: &DaemonConfig) -> objtier_policy::Policy {
     objtier_policy::Policy::builtin(
-        config.alpha,
+        objtier_policy::Ema {
+            alpha: config.alpha,
+            corrected: config.ema_correction,
+        },
         config.prioritization,
         &config.triggers,
         objtier_policy::FillFastestFirst {
@@ -257,6 +263,7 @@ impl Daemon {
             last_interval: None,
             record_pages: 0,
             buffers: Default::default(),
+            interval_starts: Default::default(),
             huge_split_failed: false,
             policy,
             since_enforcement: tiering::SinceEnforcement::default(),

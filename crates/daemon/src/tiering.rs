@@ -505,6 +505,37 @@ impl Daemon {
     }
 }
 
+/// When the daemon's latest intervals began (its monotonic clock, as records' creation times
+/// are), oldest first, at most [`objtier_policy::EMA_SETTLED_INTERVALS`] of them.
+#[derive(Default)]
+pub(crate) struct IntervalStarts(std::collections::VecDeque<u64>);
+
+impl IntervalStarts {
+    fn push(&mut self, now_ns: u64) {
+        if self.0.len() == objtier_policy::EMA_SETTLED_INTERVALS as usize {
+            self.0.pop_front();
+        }
+        self.0.push_back(now_ns);
+    }
+
+    /// How many times a record created at `created_ns` has been aged, this interval's aging
+    /// included: every interval that began after it was created ages it (the allocations of
+    /// an interval become records at the start of the next). `u32::MAX` when it is older than
+    /// remembered; a record older than the daemon has been aged once per interval it ran.
+    fn aged(&self, created_ns: u64) -> u32 {
+        match self.0.front() {
+            Some(&oldest) if created_ns < oldest => {
+                if self.0.len() == objtier_policy::EMA_SETTLED_INTERVALS as usize {
+                    u32::MAX
+                } else {
+                    self.0.len() as u32
+                }
+            }
+            _ => (self.0.len() - self.0.partition_point(|&s| s <= created_ns)) as u32,
+        }
+    }
+}
+
 /// Step 2 for one record: its EMA of sampled accesses and its last two intervals' samples move
 /// on by one interval (its last access time was set by attribution, from the observations').
 fn age(aggregate: &dyn objtier_policy::Aggregate, record: &mut crate::process::Record) {
@@ -673,6 +704,7 @@ impl Daemon {
             ..IntervalReport::default()
         };
         // 1-2. Sample and aggregate.
+        self.interval_starts.push(crate::monotonic_ns());
         // The newest connection of each pid owns it (an exec re-attaches under the same pid).
         let latest_by_pid: HashMap<u32, u64> =
             self.processes.values().map(|p| (p.pid, p.id)).collect();
@@ -807,6 +839,7 @@ impl Daemon {
         let mut ours_by_tier = vec![0u64; tiers];
         let mut batch: Vec<u64> = Vec::with_capacity(BATCH_PAGES);
         let aggregate = &*self.policy.aggregate;
+        let starts = &self.interval_starts;
         for (pi, id) in process_ids.iter().enumerate() {
             let p = self
                 .processes
@@ -831,12 +864,14 @@ impl Daemon {
                 for (sum, r) in process_resident.iter_mut().zip(&resident) {
                     *sum += r;
                 }
-                candidates.push(record.candidate(
+                let mut c = record.candidate(
                     candidates.len(),
                     pi,
                     resident,
                     crate::process::advice_for(advice, start, record.len),
-                ));
+                );
+                c.ema_accesses = aggregate.estimate(c.ema_accesses, starts.aged(c.created_ns));
+                candidates.push(c);
                 spans.push(RecordPages {
                     process: pi,
                     start,
@@ -1163,7 +1198,7 @@ mod tests {
     use crate::config::DaemonConfig;
     use crate::process::tests::{process, push};
     use crate::source::AccessSource;
-    use crate::tiering::huge_page_splits;
+    use crate::tiering::{huge_page_splits, IntervalStarts};
     use crate::Daemon;
     use objtier_sys::pages::{RecordedCall, RecordingPageMover};
     use objtier_sys::topology::Topology;
@@ -1675,7 +1710,10 @@ mod tests {
         let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
         let (mut daemon, hot) = hot_object_behind_a_full_fast_tier(&fake, &sys);
         daemon.policy = objtier_policy::Policy::builtin(
-            0.1,
+            objtier_policy::Ema {
+                alpha: 0.1,
+                corrected: true,
+            },
             objtier_policy::Prioritization::Apb,
             &[TriggerSpec::Time(3)],
             Default::default(),
@@ -1757,6 +1795,29 @@ mod tests {
         assert!(fake.lock().unwrap().calls.is_empty());
         let report = daemon.last_interval.as_ref().unwrap();
         assert_eq!(report.promoted_pages + report.demoted_pages, 0);
+    }
+
+    /// How often a record was aged is known from the interval starts the daemon remembers.
+    #[test]
+    fn records_know_how_often_they_were_aged() {
+        let mut starts = IntervalStarts::default();
+        // Before the first interval nothing has been aged.
+        assert_eq!(starts.aged(5), 0);
+        starts.push(100);
+        starts.push(200);
+        starts.push(300);
+        // Created before the daemon's first interval: aged in every one of them.
+        assert_eq!(starts.aged(50), 3);
+        // Created during the second interval (or at its very start): aged from the third on.
+        assert_eq!(starts.aged(150), 2);
+        assert_eq!(starts.aged(200), 1);
+        assert_eq!(starts.aged(300), 0);
+        // Once the daemon remembers no further back, an older record is settled.
+        for t in 4..=objtier_policy::EMA_SETTLED_INTERVALS as u64 + 2 {
+            starts.push(t * 100);
+        }
+        assert_eq!(starts.aged(150), u32::MAX);
+        assert_eq!(starts.aged(1000), objtier_policy::EMA_SETTLED_INTERVALS - 8);
     }
 
     /// An EMA decayed below the smallest normal `f32` becomes 0, not a subnormal that would
