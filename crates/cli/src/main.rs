@@ -913,7 +913,7 @@ mod tests {
             "fill = 0.8\ninterval = \"1s\"\nprioritization = \"lru\"\nsource = \"none\"\n\
              rate-limit = \"256M\"\nproactive = false\ntrigger = [\"time:2\", \"alloc:512M\"]\n\
              warm-start = false\nsite-store = \"/srv/sites\"\ndamon-regions = \"20-2000\"\n\
-             reclaim-cache = false\n",
+             reclaim-cache = false\nema-correction = false\n",
         )
         .unwrap();
         let path = file.to_str().unwrap();
@@ -930,6 +930,7 @@ mod tests {
         );
         assert!(!c.warm_start);
         assert!(!c.reclaim_cache);
+        assert!(!c.ema_correction);
         assert_eq!(c.site_store.as_deref(), Some(Path::new("/srv/sites")));
         assert_eq!((c.damon.min_regions, c.damon.max_regions), (20, 2000));
         assert_eq!(
@@ -947,9 +948,12 @@ mod tests {
             "/elsewhere",
             "--reclaim-cache",
             "on",
+            "--ema-correction",
+            "on",
         ])
         .unwrap();
         assert!(c.warm_start);
+        assert!(c.ema_correction, "the command line wins");
         assert!(c.reclaim_cache, "the command line wins");
         assert_eq!(c.site_store.as_deref(), Some(Path::new("/elsewhere")));
         assert_eq!(c.alpha, objtier_policy::DEFAULT_ALPHA, "then the default");
@@ -964,6 +968,7 @@ mod tests {
         assert_eq!(defaults.triggers, vec![TriggerSpec::Time(1)]);
         assert!(defaults.warm_start);
         assert!(defaults.reclaim_cache);
+        assert!(defaults.ema_correction);
         assert_eq!(
             defaults.site_store, None,
             "the default directory is chosen at start-up"

@@ -4,6 +4,8 @@
 //! 2. The access source's regions are attributed to the records they overlap; each record's
 //!    EMA of sampled accesses is updated (equation 1, alpha 0.1): in step 4's pass over the
 //!    records when the interval enforces (one walk of the records fewer), else after step 3.
+//!    The candidates carry the policy's estimate: for the built-in EMA, a record aged fewer
+//!    than 64 intervals has it corrected for its start at 0 ([`IntervalStarts`]).
 //! 3. The policy's triggers decide whether to enforce a new assignment now (at every interval
 //!    by default); if none fires, the interval ends here.
 //! 4. `move_pages` with no target reports where the pages of the records are, so budgets are
@@ -1795,6 +1797,56 @@ mod tests {
         assert!(fake.lock().unwrap().calls.is_empty());
         let report = daemon.last_interval.as_ref().unwrap();
         assert_eq!(report.promoted_pages + report.demoted_pages, 0);
+    }
+
+    /// A new object as hot as the fast tier's settled records, which have just gone cold,
+    /// displaces them after its first interval: its EMA is corrected for its start at 0. With
+    /// the paper's plain EMA it would count a tenth of its heat and wait.
+    #[test]
+    fn a_new_hot_object_is_promoted_after_one_interval() {
+        let promoted = |corrected: bool| {
+            let sys = tempfile::tempdir().unwrap();
+            let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+            let (p, _peer) = process();
+            let (pid, id) = (p.pid, p.id);
+            let base = 0x7000_0000_0000u64;
+            for i in 0..9 {
+                push(
+                    &p,
+                    EventKind::Alloc,
+                    base + i * MIB,
+                    MIB,
+                    event_flags::SNAPSHOT,
+                );
+                fake.lock().unwrap().place(pid, base + i * MIB, MIB, 0);
+            }
+            let mut daemon = daemon_with(two_tiers(10 * MIB, 0), p, &fake, &sys);
+            daemon.config.ema_correction = corrected;
+            daemon.policy = crate::builtin_policy(&daemon.config);
+            daemon.processes.get_mut(&id).unwrap().drain();
+            // The nine fill the fast tier's budget, 10 accesses per MiB an interval for longer
+            // than the daemon remembers: settled.
+            for _ in 0..70 {
+                for i in 0..9 {
+                    let p = daemon.processes.get_mut(&id).unwrap();
+                    p.records.get_mut(base + i * MIB).unwrap().interval_accesses = 10.0;
+                }
+                daemon.interval();
+            }
+            // They go cold as a new object, 15 accesses per MiB, arrives in the slow tier.
+            let new = base + 64 * MIB;
+            let p = daemon.processes.get_mut(&id).unwrap();
+            push(p, EventKind::Alloc, new, 2 * MIB, event_flags::SNAPSHOT);
+            fake.lock().unwrap().place(pid, new, 2 * MIB, 1);
+            p.drain();
+            let record = p.records.get_mut(new).unwrap();
+            record.created_ns = crate::monotonic_ns();
+            record.interval_accesses = 30.0;
+            daemon.interval();
+            daemon.last_interval.as_ref().unwrap().promoted_pages
+        };
+        assert_eq!(promoted(true), 2 * MIB / 4096);
+        assert_eq!(promoted(false), 0);
     }
 
     /// How often a record was aged is known from the interval starts the daemon remembers.
