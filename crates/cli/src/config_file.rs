@@ -10,7 +10,6 @@
 //! | `socket` | path | `--socket` |
 //! | `interval` | duration (`"2s"`, `"500ms"`) | `--interval` |
 //! | `alpha` | number in (0, 1] | `--alpha` |
-//! | `ema-correction` | boolean | `--ema-correction on\|off` |
 //! | `fill` | number in (0, 1] | `--fill` |
 //! | `split` | size (bytes, or `"64M"`); default: 64M, or a 32nd of the fast tier when less | `--split` |
 //! | `prioritization` | `"apb"`, `"lru"` or `"fifo"` | `--prioritization` |
@@ -102,7 +101,6 @@ pub struct DaemonFile {
     pub tiers: Option<String>,
     pub fast_capacity: Option<SizeValue>,
     pub fast_reserve: Option<SizeValue>,
-    pub ema_correction: Option<bool>,
     pub reclaim_cache: Option<bool>,
     pub whole_records: Option<bool>,
     pub proactive: Option<SwitchOrText>,
@@ -127,8 +125,8 @@ impl DaemonFile {
     pub fn parse(text: &str) -> anyhow::Result<DaemonFile> {
         toml::from_str(text).map_err(|e| {
             anyhow::anyhow!(
-                "{}; the keys are the daemon's long options: socket, interval, alpha, ema-correction, \
-                 fill, split, prioritization, trigger, source, tiers, fast-capacity, fast-reserve, \
+                "{}; the keys are the daemon's long options: socket, interval, alpha, fill, \
+                 split, prioritization, trigger, source, tiers, fast-capacity, fast-reserve, \
                  reclaim-cache, whole-records, proactive, warm-start, site-store, rate-limit, event, sample-period, ldlat, \
                  damon-sample, damon-aggregate, damon-regions",
                 e.to_string().trim_end()

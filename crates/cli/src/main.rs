@@ -109,12 +109,6 @@ struct DaemonArgs {
     /// EMA smoothing factor for sampled accesses, in (0, 1] [default: 0.1].
     #[arg(long, value_parser = parse_unit_fraction)]
     alpha: Option<f64>,
-    /// Rank a record created less than 64 intervals ago by the accesses it has had per
-    /// interval, correcting the EMA for its start at 0 (on), or by the running EMA, which holds
-    /// a tenth of a new object's heat after one interval and half after six, as the paper's
-    /// daemon does (off) [default: on].
-    #[arg(long, value_parser = ["on", "off"])]
-    ema_correction: Option<String>,
     /// Share of each tier's capacity to fill, in (0, 1] [default: 0.9].
     #[arg(long, value_parser = parse_unit_fraction)]
     fill: Option<f64>,
@@ -427,11 +421,6 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     config.fast_reserve_bytes = args
         .fast_reserve
         .or(size("fast-reserve", &file.fast_reserve)?);
-    config.ema_correction = switch(
-        args.ema_correction.as_deref(),
-        file.ema_correction,
-        config.ema_correction,
-    );
     config.reclaim_cache = switch(
         args.reclaim_cache.as_deref(),
         file.reclaim_cache,
@@ -913,7 +902,7 @@ mod tests {
             "fill = 0.8\ninterval = \"1s\"\nprioritization = \"lru\"\nsource = \"none\"\n\
              rate-limit = \"256M\"\nproactive = false\ntrigger = [\"time:2\", \"alloc:512M\"]\n\
              warm-start = false\nsite-store = \"/srv/sites\"\ndamon-regions = \"20-2000\"\n\
-             reclaim-cache = false\nema-correction = false\n",
+             reclaim-cache = false\n",
         )
         .unwrap();
         let path = file.to_str().unwrap();
@@ -930,7 +919,6 @@ mod tests {
         );
         assert!(!c.warm_start);
         assert!(!c.reclaim_cache);
-        assert!(!c.ema_correction);
         assert_eq!(c.site_store.as_deref(), Some(Path::new("/srv/sites")));
         assert_eq!((c.damon.min_regions, c.damon.max_regions), (20, 2000));
         assert_eq!(
@@ -948,12 +936,9 @@ mod tests {
             "/elsewhere",
             "--reclaim-cache",
             "on",
-            "--ema-correction",
-            "on",
         ])
         .unwrap();
         assert!(c.warm_start);
-        assert!(c.ema_correction, "the command line wins");
         assert!(c.reclaim_cache, "the command line wins");
         assert_eq!(c.site_store.as_deref(), Some(Path::new("/elsewhere")));
         assert_eq!(c.alpha, objtier_policy::DEFAULT_ALPHA, "then the default");
@@ -968,7 +953,6 @@ mod tests {
         assert_eq!(defaults.triggers, vec![TriggerSpec::Time(1)]);
         assert!(defaults.warm_start);
         assert!(defaults.reclaim_cache);
-        assert!(defaults.ema_correction);
         assert_eq!(
             defaults.site_store, None,
             "the default directory is chosen at start-up"

@@ -44,9 +44,6 @@ pub struct DaemonConfig {
     pub interval: Duration,
     /// EMA smoothing factor (0.1).
     pub alpha: f64,
-    /// Correct a young record's EMA for its start at 0 (true; `--ema-correction off` ranks by
-    /// the running EMA, as the paper does): see [`objtier_policy::ema_estimate`].
-    pub ema_correction: bool,
     /// Share of each tier's capacity objtier fills (0.9).
     pub fill: f64,
     /// Objects larger than this are tracked as several records (`--split`). None, the default:
@@ -114,7 +111,6 @@ impl DaemonConfig {
             socket_path,
             interval: Duration::from_secs(2),
             alpha: DEFAULT_ALPHA,
-            ema_correction: true,
             fill: DEFAULT_FILL,
             split_bytes: None,
             prioritization: Prioritization::Apb,

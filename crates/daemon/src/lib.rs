@@ -82,9 +82,6 @@ pub struct Daemon {
     record_pages: u64,
     /// An enforcement's largest buffers, kept for the next one.
     buffers: tiering::IntervalBuffers,
-    /// When the latest intervals began, oldest first: how many times a young record has been
-    /// aged, for the aggregate's estimate (`tiering::IntervalStarts`).
-    interval_starts: tiering::IntervalStarts,
     /// Whether splitting a huge page has failed once already (said once, then only debug).
     huge_split_failed: bool,
     next_process_id: u64,
@@ -149,13 +146,10 @@ fn open_site_store(config: &DaemonConfig) -> anyhow::Result<Option<sitestore::Si
 }
 
 /// The built-in policy the config names (`--prioritization`, `--trigger`, `--alpha`,
-/// `--ema-correction`, `--fast-reserve`, `--whole-records`).
+/// `--fast-reserve`, `--whole-records`).
 pub fn builtin_policy(config: &DaemonConfig) -> objtier_policy::Policy {
     objtier_policy::Policy::builtin(
-        objtier_policy::Ema {
-            alpha: config.alpha,
-            corrected: config.ema_correction,
-        },
+        config.alpha,
         config.prioritization,
         &config.triggers,
         objtier_policy::FillFastestFirst {
@@ -263,7 +257,6 @@ impl Daemon {
             last_interval: None,
             record_pages: 0,
             buffers: Default::default(),
-            interval_starts: Default::default(),
             huge_split_failed: false,
             policy,
             since_enforcement: tiering::SinceEnforcement::default(),

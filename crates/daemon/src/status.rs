@@ -80,7 +80,6 @@ pub fn status_json(d: &Daemon) -> Value {
             "socket": d.config.socket_path,
             "interval_ms": d.config.interval.as_millis() as u64,
             "alpha": d.config.alpha,
-            "ema_correction": d.config.ema_correction,
             "fill": d.config.fill,
             "split_bytes": d.split_bytes(),
             "split": if d.config.split_bytes.is_some() { "fixed" } else { "auto" },

@@ -4,8 +4,6 @@
 //! 2. The access source's regions are attributed to the records they overlap; each record's
 //!    EMA of sampled accesses is updated (equation 1, alpha 0.1): in step 4's pass over the
 //!    records when the interval enforces (one walk of the records fewer), else after step 3.
-//!    The candidates carry the policy's estimate: for the built-in EMA, a record aged fewer
-//!    than 64 intervals has it corrected for its start at 0 ([`IntervalStarts`]).
 //! 3. The policy's triggers decide whether to enforce a new assignment now (at every interval
 //!    by default); if none fires, the interval ends here.
 //! 4. `move_pages` with no target reports where the pages of the records are, so budgets are
@@ -507,37 +505,6 @@ impl Daemon {
     }
 }
 
-/// When the daemon's latest intervals began (its monotonic clock, as records' creation times
-/// are), oldest first, at most [`objtier_policy::EMA_SETTLED_INTERVALS`] of them.
-#[derive(Default)]
-pub(crate) struct IntervalStarts(std::collections::VecDeque<u64>);
-
-impl IntervalStarts {
-    fn push(&mut self, now_ns: u64) {
-        if self.0.len() == objtier_policy::EMA_SETTLED_INTERVALS as usize {
-            self.0.pop_front();
-        }
-        self.0.push_back(now_ns);
-    }
-
-    /// How many times a record created at `created_ns` has been aged, this interval's aging
-    /// included: every interval that began after it was created ages it (the allocations of
-    /// an interval become records at the start of the next). `u32::MAX` when it is older than
-    /// remembered; a record older than the daemon has been aged once per interval it ran.
-    fn aged(&self, created_ns: u64) -> u32 {
-        match self.0.front() {
-            Some(&oldest) if created_ns < oldest => {
-                if self.0.len() == objtier_policy::EMA_SETTLED_INTERVALS as usize {
-                    u32::MAX
-                } else {
-                    self.0.len() as u32
-                }
-            }
-            _ => (self.0.len() - self.0.partition_point(|&s| s <= created_ns)) as u32,
-        }
-    }
-}
-
 /// Step 2 for one record: its EMA of sampled accesses and its last two intervals' samples move
 /// on by one interval (its last access time was set by attribution, from the observations').
 fn age(aggregate: &dyn objtier_policy::Aggregate, record: &mut crate::process::Record) {
@@ -706,7 +673,6 @@ impl Daemon {
             ..IntervalReport::default()
         };
         // 1-2. Sample and aggregate.
-        self.interval_starts.push(crate::monotonic_ns());
         // The newest connection of each pid owns it (an exec re-attaches under the same pid).
         let latest_by_pid: HashMap<u32, u64> =
             self.processes.values().map(|p| (p.pid, p.id)).collect();
@@ -841,7 +807,6 @@ impl Daemon {
         let mut ours_by_tier = vec![0u64; tiers];
         let mut batch: Vec<u64> = Vec::with_capacity(BATCH_PAGES);
         let aggregate = &*self.policy.aggregate;
-        let starts = &self.interval_starts;
         for (pi, id) in process_ids.iter().enumerate() {
             let p = self
                 .processes
@@ -866,14 +831,12 @@ impl Daemon {
                 for (sum, r) in process_resident.iter_mut().zip(&resident) {
                     *sum += r;
                 }
-                let mut c = record.candidate(
+                candidates.push(record.candidate(
                     candidates.len(),
                     pi,
                     resident,
                     crate::process::advice_for(advice, start, record.len),
-                );
-                c.ema_accesses = aggregate.estimate(c.ema_accesses, starts.aged(c.created_ns));
-                candidates.push(c);
+                ));
                 spans.push(RecordPages {
                     process: pi,
                     start,
@@ -1200,7 +1163,7 @@ mod tests {
     use crate::config::DaemonConfig;
     use crate::process::tests::{process, push};
     use crate::source::AccessSource;
-    use crate::tiering::{huge_page_splits, IntervalStarts};
+    use crate::tiering::huge_page_splits;
     use crate::Daemon;
     use objtier_sys::pages::{RecordedCall, RecordingPageMover};
     use objtier_sys::topology::Topology;
@@ -1712,10 +1675,7 @@ mod tests {
         let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
         let (mut daemon, hot) = hot_object_behind_a_full_fast_tier(&fake, &sys);
         daemon.policy = objtier_policy::Policy::builtin(
-            objtier_policy::Ema {
-                alpha: 0.1,
-                corrected: true,
-            },
+            0.1,
             objtier_policy::Prioritization::Apb,
             &[TriggerSpec::Time(3)],
             Default::default(),
@@ -1797,79 +1757,6 @@ mod tests {
         assert!(fake.lock().unwrap().calls.is_empty());
         let report = daemon.last_interval.as_ref().unwrap();
         assert_eq!(report.promoted_pages + report.demoted_pages, 0);
-    }
-
-    /// A new object as hot as the fast tier's settled records, which have just gone cold,
-    /// displaces them after its first interval: its EMA is corrected for its start at 0. With
-    /// the paper's plain EMA it would count a tenth of its heat and wait.
-    #[test]
-    fn a_new_hot_object_is_promoted_after_one_interval() {
-        let promoted = |corrected: bool| {
-            let sys = tempfile::tempdir().unwrap();
-            let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
-            let (p, _peer) = process();
-            let (pid, id) = (p.pid, p.id);
-            let base = 0x7000_0000_0000u64;
-            for i in 0..9 {
-                push(
-                    &p,
-                    EventKind::Alloc,
-                    base + i * MIB,
-                    MIB,
-                    event_flags::SNAPSHOT,
-                );
-                fake.lock().unwrap().place(pid, base + i * MIB, MIB, 0);
-            }
-            let mut daemon = daemon_with(two_tiers(10 * MIB, 0), p, &fake, &sys);
-            daemon.config.ema_correction = corrected;
-            daemon.policy = crate::builtin_policy(&daemon.config);
-            daemon.processes.get_mut(&id).unwrap().drain();
-            // The nine fill the fast tier's budget, 10 accesses per MiB an interval for longer
-            // than the daemon remembers: settled.
-            for _ in 0..70 {
-                for i in 0..9 {
-                    let p = daemon.processes.get_mut(&id).unwrap();
-                    p.records.get_mut(base + i * MIB).unwrap().interval_accesses = 10.0;
-                }
-                daemon.interval();
-            }
-            // They go cold as a new object, 15 accesses per MiB, arrives in the slow tier.
-            let new = base + 64 * MIB;
-            let p = daemon.processes.get_mut(&id).unwrap();
-            push(p, EventKind::Alloc, new, 2 * MIB, event_flags::SNAPSHOT);
-            fake.lock().unwrap().place(pid, new, 2 * MIB, 1);
-            p.drain();
-            let record = p.records.get_mut(new).unwrap();
-            record.created_ns = crate::monotonic_ns();
-            record.interval_accesses = 30.0;
-            daemon.interval();
-            daemon.last_interval.as_ref().unwrap().promoted_pages
-        };
-        assert_eq!(promoted(true), 2 * MIB / 4096);
-        assert_eq!(promoted(false), 0);
-    }
-
-    /// How often a record was aged is known from the interval starts the daemon remembers.
-    #[test]
-    fn records_know_how_often_they_were_aged() {
-        let mut starts = IntervalStarts::default();
-        // Before the first interval nothing has been aged.
-        assert_eq!(starts.aged(5), 0);
-        starts.push(100);
-        starts.push(200);
-        starts.push(300);
-        // Created before the daemon's first interval: aged in every one of them.
-        assert_eq!(starts.aged(50), 3);
-        // Created during the second interval (or at its very start): aged from the third on.
-        assert_eq!(starts.aged(150), 2);
-        assert_eq!(starts.aged(200), 1);
-        assert_eq!(starts.aged(300), 0);
-        // Once the daemon remembers no further back, an older record is settled.
-        for t in 4..=objtier_policy::EMA_SETTLED_INTERVALS as u64 + 2 {
-            starts.push(t * 100);
-        }
-        assert_eq!(starts.aged(150), u32::MAX);
-        assert_eq!(starts.aged(1000), objtier_policy::EMA_SETTLED_INTERVALS - 8);
     }
 
     /// An EMA decayed below the smallest normal `f32` becomes 0, not a subnormal that would

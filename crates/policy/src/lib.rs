@@ -56,32 +56,6 @@ pub fn ema(previous: f64, sampled: f64, alpha: f64) -> f64 {
     alpha * sampled + (1.0 - alpha) * previous
 }
 
-/// The estimate of accesses per interval that an EMA started at 0 gives after `intervals`
-/// updates: `running / (1 - (1 - alpha)^intervals)`, the weighted mean of the samples it has
-/// seen (the weights of equation 1 sum to that denominator, not to 1).
-///
-/// Without it a new object is ranked by a tenth of its heat after one interval and by half
-/// after six (alpha 0.1, 2 s intervals: 12 s), while an object that has just gone cold keeps
-/// 0.9^n of its old heat: a program whose phases allocate their own working data (a graph
-/// kernel's arrays, a query's buffers) loses each phase's first intervals to the last one's
-/// data. A record the daemon has aged for long (`u32::MAX`) has the running value itself.
-#[inline]
-pub fn ema_estimate(running: f64, intervals: u32, alpha: f64) -> f64 {
-    if intervals == 0 || intervals >= EMA_SETTLED_INTERVALS {
-        return running;
-    }
-    let weight = 1.0 - (1.0 - alpha).powi(intervals as i32);
-    if weight > 0.0 {
-        running / weight
-    } else {
-        running
-    }
-}
-
-/// Updates after which [`ema_estimate`] leaves an EMA as it is: with the default alpha the
-/// correction is then below 0.1 % (0.9^64), and the daemon need not remember a record's age.
-pub const EMA_SETTLED_INTERVALS: u32 = 64;
-
 /// Splits `[start, start + len)` into records of at most `split` bytes (the last may be shorter):
 /// ceil(len / split) records, as in section 3.2.2.
 pub fn split_ranges(start: u64, len: u64, split: u64) -> impl Iterator<Item = (u64, u64)> {
@@ -860,25 +834,6 @@ mod tests {
     fn ema_matches_equation_1() {
         assert_eq!(ema(0.0, 10.0, 0.1), 1.0);
         assert!((ema(1.0, 10.0, 0.1) - 1.9).abs() < 1e-12);
-    }
-
-    #[test]
-    fn young_emas_are_corrected_for_their_start_at_zero() {
-        // A steady 10 accesses an interval: the running EMA is 1, 1.9, 2.71, ... and the
-        // estimate 10 from the first interval on.
-        let mut running = 0.0;
-        for n in 1..=70 {
-            running = ema(running, 10.0, 0.1);
-            let estimate = ema_estimate(running, n, 0.1);
-            assert!((estimate - 10.0).abs() < 0.02, "after {n}: {estimate}");
-        }
-        // Hot once, then cold: the mean of what it has had, so 10 / 1.9 of it after two.
-        let once = ema(ema(0.0, 10.0, 0.1), 0.0, 0.1);
-        assert!((ema_estimate(once, 2, 0.1) - 0.9 / 0.19).abs() < 1e-9);
-        // Never aggregated, or older than remembered: the running value.
-        assert_eq!(ema_estimate(3.0, 0, 0.1), 3.0);
-        assert_eq!(ema_estimate(3.0, u32::MAX, 0.1), 3.0);
-        assert_eq!(ema_estimate(3.0, EMA_SETTLED_INTERVALS, 0.1), 3.0);
     }
 
     #[test]

@@ -29,44 +29,20 @@ pub trait Aggregate: Send {
     fn name(&self) -> String;
     /// The new estimate from the previous one and the accesses sampled this interval.
     fn aggregate(&self, previous: f64, sampled: f64) -> f64;
-    /// What the ranking sees of a record whose running value is `running` after `intervals`
-    /// aggregations since the record was created (1 after its first; `u32::MAX` when it is
-    /// older than the daemon remembers). By default the running value itself.
-    fn estimate(&self, running: f64, intervals: u32) -> f64 {
-        let _ = intervals;
-        running
-    }
 }
 
 /// Exponential moving average (paper equation 1).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Ema {
     pub alpha: f64,
-    /// Whether a young record's estimate is corrected for the EMA's start at 0
-    /// ([`crate::ema_estimate`]; objtier's default), or is the running EMA (the paper's).
-    pub corrected: bool,
 }
 
 impl Aggregate for Ema {
     fn name(&self) -> String {
-        if self.corrected {
-            format!("ema(alpha={})", self.alpha)
-        } else {
-            format!("ema(alpha={}, uncorrected)", self.alpha)
-        }
+        format!("ema(alpha={})", self.alpha)
     }
     fn aggregate(&self, previous: f64, sampled: f64) -> f64 {
         crate::ema(previous, sampled, self.alpha)
-    }
-    /// The EMA corrected for its start at 0 ([`crate::ema_estimate`]): a young record is judged
-    /// by the accesses it has had per interval, not by the share of them the average has
-    /// caught up with.
-    fn estimate(&self, running: f64, intervals: u32) -> f64 {
-        if self.corrected {
-            crate::ema_estimate(running, intervals, self.alpha)
-        } else {
-            running
-        }
     }
 }
 
@@ -444,13 +420,13 @@ pub struct Policy {
 impl Policy {
     /// The built-in routines chosen by name.
     pub fn builtin(
-        aggregate: Ema,
+        alpha: f64,
         prioritization: Prioritization,
         triggers: &[TriggerSpec],
         enforce: FillFastestFirst,
     ) -> Policy {
         Policy {
-            aggregate: Box::new(aggregate),
+            aggregate: Box::new(Ema { alpha }),
             prioritize: Box::new(prioritization),
             triggers: triggers.iter().map(TriggerSpec::build).collect(),
             enforce: Box::new(enforce),
@@ -618,10 +594,7 @@ mod tests {
     #[test]
     fn a_policy_asks_every_trigger_and_describes_itself() {
         let mut policy = Policy::builtin(
-            Ema {
-                alpha: 0.1,
-                corrected: true,
-            },
+            0.1,
             Prioritization::Apb,
             &[TriggerSpec::Time(2), TriggerSpec::Allocation(GIB)],
             Default::default(),

@@ -81,7 +81,6 @@ fn main() -> anyhow::Result<()> {
     let policy = Policy {
         aggregate: Box::new(Ema {
             alpha: config.alpha,
-            corrected: config.ema_correction,
         }),
         prioritize: Box::new(RecentFirst),
         triggers: vec![Box::new(QuietPeriod { settle: 3, seen: 0 })],
