@@ -113,7 +113,10 @@ impl ChunkBins {
     fn word(&self, level: usize, bin: usize, index: usize) -> *mut u64 {
         debug_assert!(level < self.layout.depth && bin < BINS && index < self.layout.len[level]);
         let at = self.layout.offset[level] + bin * self.layout.len[level] + index;
-        // SAFETY: `at` < `layout.words`, the size of the mapping `add_chunk` was given.
+        // SAFETY: with indices within the layout (asserted in debug builds) `at` < `layout.words`,
+        // the size of the mapping `add_chunk` was given. They are: a page index comes from an
+        // extent of this chunk (as `Chunk::tag`'s do in `large`), and every upper index is a
+        // page index divided by 64 per level, or a set bit of the level above.
         unsafe { self.words.add(at) }
     }
 
