@@ -18,8 +18,8 @@
 //! free, tiling `[0, bump)`; pages past `bump` were never handed out. Every extent writes a
 //! boundary tag into a per-chunk side table at its first page (and its last, if longer than one
 //! page), so `free` finds an object's length and coalesces with free neighbours in O(1) without
-//! touching the object's own memory. Free extents are indexed by `(pages, chunk, start)` in a
-//! B-tree for best-fit reuse.
+//! touching the object's own memory. Free extents are reused by best fit, and among extents of
+//! the same size the one at the lowest (chunk, page) first (`free_index`).
 //!
 //! Free extents are *clean* (no resident pages, `MADV_DONTNEED`ed: they read as zero and cost no
 //! memory) or *dirty* (kept resident for quick reuse, like glibc's trim threshold: a program
@@ -34,8 +34,8 @@
 //! granule, which names the owning chunk. A second side table per chunk keeps each live
 //! object's allocation site, so the objects re-announced to a (re)attaching daemon keep theirs.
 
+use crate::free_index::{self, Free, FreeIndex};
 use crate::lock::FutexMutex;
-use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use objtier_wire::PAGE_SIZE;
@@ -118,8 +118,6 @@ fn coarse_ticks() -> u64 {
 struct Chunk {
     base: usize,
     pages: usize,
-    /// Index into `State::placements`.
-    placement: u32,
     /// Boundary tags, one u32 per page of the chunk, in a mapping of their own.
     tags: *mut u32,
     /// Allocation site of the object starting at each page (only head pages are meaningful),
@@ -193,10 +191,6 @@ impl Chunk {
     }
 }
 
-/// Key of a free extent in `State::free` and `State::dirty`: (placement, pages, chunk, start),
-/// so that best fit within a placement is the first key at or after `(placement, wanted, 0, 0)`.
-type FreeKey = (u32, u32, u32, u32);
-
 /// A set of NUMA nodes chunks are bound to (0 for the default placement), and the chunk of that
 /// placement with never-used pages at its end, where new extents are cut when nothing fits.
 struct Placement {
@@ -207,9 +201,9 @@ struct Placement {
 struct State {
     chunks: Vec<Chunk>,
     /// Clean free extents.
-    free: BTreeSet<FreeKey>,
+    free: FreeIndex,
     /// Dirty free extents.
-    dirty: BTreeSet<FreeKey>,
+    dirty: FreeIndex,
     dirty_bytes: usize,
     /// Index 0 is the default placement (created on first use).
     placements: Vec<Placement>,
@@ -227,8 +221,8 @@ pub fn busy() -> bool {
 
 static STATE: FutexMutex<State> = FutexMutex::new(State {
     chunks: Vec::new(),
-    free: BTreeSet::new(),
-    dirty: BTreeSet::new(),
+    free: FreeIndex::new(),
+    dirty: FreeIndex::new(),
     dirty_bytes: 0,
     placements: Vec::new(),
 });
@@ -408,12 +402,12 @@ pub fn grow_in_place(ptr: *mut u8, size: usize, on_change: impl FnOnce(Extent, E
     match neighbour {
         None => state.chunks[chunk].bump = end + extra,
         Some((free_pages, dirty)) => {
-            let key = state.key(chunk, end, free_pages);
+            let key = free_key(chunk, end, free_pages);
             if dirty {
-                state.dirty.remove(&key);
+                state.dirty.remove(key);
                 state.dirty_bytes = state.dirty_bytes.saturating_sub(free_pages * PAGE_SIZE);
             } else {
-                state.free.remove(&key);
+                state.free.remove(key);
             }
         }
     }
@@ -562,18 +556,18 @@ impl State {
                         c.tag(page + pages - 1)
                     ));
                 }
-                let key = (c.placement, pages as u32, index as u32, page as u32);
+                let key = free_key(index, page, pages);
                 let clean_free = tag & (TAG_ALLOCATED | TAG_DIRTY) == 0;
                 if tag & TAG_ALLOCATED == 0 {
                     if tag & TAG_DIRTY != 0 {
                         dirty_bytes += pages * PAGE_SIZE;
                         dirty_seen += 1;
-                        if !self.dirty.contains(&key) {
+                        if !self.dirty.contains(key) {
                             return Err(format!("dirty extent {key:?} missing from the dirty set"));
                         }
                     } else {
                         free_seen += 1;
-                        if !self.free.contains(&key) {
+                        if !self.free.contains(key) {
                             return Err(format!("free extent {key:?} missing from the free set"));
                         }
                         if previous_clean_free {
@@ -593,6 +587,27 @@ impl State {
                 self.free.len(),
                 self.dirty.len()
             ));
+        }
+        // Every extent is in its set; now every member of a set, reached as lookups reach it
+        // (through the indexes' summaries), must be an extent of that kind: then lookups see
+        // exactly the free extents.
+        for (name, set, flags) in [("free", &self.free, 0), ("dirty", &self.dirty, TAG_DIRTY)] {
+            let mut stray = None;
+            set.for_each(|key| {
+                let head = (key.pages << TAG_PAGES_SHIFT) | flags;
+                let is_extent = self.chunks.get(key.chunk as usize).is_some_and(|c| {
+                    (key.start as usize) < c.bump && c.tag(key.start as usize) == head
+                });
+                if !is_extent && stray.is_none() {
+                    stray = Some(key);
+                }
+            })
+            .map_err(|why| format!("{name} set: {why}"))?;
+            if let Some(key) = stray {
+                return Err(format!(
+                    "{name} set holds {key:?}, not a {name} extent by the tags"
+                ));
+            }
         }
         if dirty_bytes != self.dirty_bytes {
             return Err(format!(
@@ -623,15 +638,6 @@ impl State {
             current: None,
         });
         (self.placements.len() - 1) as u32
-    }
-
-    fn key(&self, chunk: usize, start: usize, pages: usize) -> FreeKey {
-        (
-            self.chunks[chunk].placement,
-            pages as u32,
-            chunk as u32,
-            start as u32,
-        )
     }
 
     fn allocated_extent(&self, chunk: usize, addr: usize) -> Option<Extent> {
@@ -686,10 +692,10 @@ impl State {
         if align_pages > 1 {
             return None;
         }
-        let &key = fitting(&self.dirty, placement, pages as u32)?;
-        self.dirty.remove(&key);
-        let (_, dirty_pages, chunk, start) = key;
-        let (chunk, start, dirty_pages) = (chunk as usize, start as usize, dirty_pages as usize);
+        let key = self.dirty.fitting(placement, pages)?;
+        self.dirty.remove(key);
+        let (chunk, start, dirty_pages) =
+            (key.chunk as usize, key.start as usize, key.pages as usize);
         self.dirty_bytes = self.dirty_bytes.saturating_sub(dirty_pages * PAGE_SIZE);
         self.chunks[chunk].mark(start, pages, TAG_ALLOCATED);
         if dirty_pages > pages {
@@ -708,8 +714,8 @@ impl State {
             let before = c.tag(start - 1);
             if before & (TAG_ALLOCATED | TAG_DIRTY) == TAG_DIRTY {
                 let before_pages = (before >> TAG_PAGES_SHIFT) as usize;
-                let key = self.key(chunk, start - before_pages, before_pages);
-                self.dirty.remove(&key);
+                self.dirty
+                    .remove(free_key(chunk, start - before_pages, before_pages));
                 start -= before_pages;
                 pages += before_pages;
             }
@@ -720,16 +726,14 @@ impl State {
             let after = c.tag(end);
             if after & (TAG_ALLOCATED | TAG_DIRTY) == TAG_DIRTY {
                 let after_pages = (after >> TAG_PAGES_SHIFT) as usize;
-                let key = self.key(chunk, end, after_pages);
-                self.dirty.remove(&key);
+                self.dirty.remove(free_key(chunk, end, after_pages));
                 pages += after_pages;
             }
         }
         self.chunks[chunk].mark(start, pages, TAG_DIRTY);
         // A free extent has no site: its slot in the side table holds when it was cached.
         self.chunks[chunk].set_site(start, cached);
-        let key = self.key(chunk, start, pages);
-        self.dirty.insert(key);
+        self.dirty.insert(free_key(chunk, start, pages));
     }
 
     /// Returns cached dirty extents idle for `DIRTY_IDLE_TICKS` to the kernel; runs at most
@@ -739,17 +743,18 @@ impl State {
             return;
         }
         LAST_PURGE_TICK.store(now, Ordering::Relaxed);
-        let idle: Vec<FreeKey> = self
-            .dirty
-            .iter()
-            .filter(|&&(_, _, chunk, start)| {
-                let cached = self.chunks[chunk as usize].site(start as usize);
-                now.saturating_sub(cached) >= DIRTY_IDLE_TICKS
-            })
-            .copied()
-            .collect();
+        let mut idle = Vec::new();
+        // An inconsistent index is the invariant checker's to report; purge what was found.
+        let _ = self.dirty.for_each(|key| {
+            let cached = self.chunks[key.chunk as usize].site(key.start as usize);
+            if now.saturating_sub(cached) >= DIRTY_IDLE_TICKS {
+                idle.push(key);
+            }
+        });
+        // Evicting whole extents in any order leaves the same state: each becomes clean and
+        // merges with its clean neighbours.
         for key in idle {
-            self.evict_dirty_extent(key, key.1 as usize);
+            self.evict_dirty_extent(key, key.pages as usize);
         }
     }
 
@@ -759,11 +764,10 @@ impl State {
         pages: usize,
         align_pages: usize,
     ) -> Option<(usize, usize)> {
-        let wanted = (pages + align_pages - 1) as u32;
-        let &key = fitting(&self.free, placement, wanted)?;
-        self.free.remove(&key);
-        let (_, free_pages, chunk, start) = key;
-        let (chunk, start, free_pages) = (chunk as usize, start as usize, free_pages as usize);
+        let key = self.free.fitting(placement, pages + align_pages - 1)?;
+        self.free.remove(key);
+        let (chunk, start, free_pages) =
+            (key.chunk as usize, key.start as usize, key.pages as usize);
         let base_page = self.chunks[chunk].base / PAGE_SIZE;
         let aligned = (base_page + start).next_multiple_of(align_pages) - base_page;
         self.carve(chunk, start, free_pages, aligned, pages);
@@ -804,8 +808,7 @@ impl State {
 
     fn insert_free(&mut self, chunk: usize, start: usize, pages: usize) {
         self.chunks[chunk].mark(start, pages, 0);
-        let key = self.key(chunk, start, pages);
-        self.free.insert(key);
+        self.free.insert(free_key(chunk, start, pages));
     }
 
     /// Returns the largest dirty extent's pages to the kernel and makes it clean free space.
@@ -820,16 +823,14 @@ impl State {
     fn evict_dirty(&mut self, bytes: usize) {
         let mut needed_pages = bytes.div_ceil(PAGE_SIZE);
         while needed_pages > 0 {
-            // The largest of each placement is the last key below the next placement's keys.
             let largest = (0..self.placements.len() as u32)
-                .filter_map(|p| self.dirty.range((p, 0, 0, 0)..(p + 1, 0, 0, 0)).next_back())
-                .max_by_key(|key| key.1)
-                .copied();
+                .filter_map(|p| self.dirty.largest(p))
+                .max_by_key(|key| key.pages);
             let Some(key) = largest else {
                 self.dirty_bytes = 0;
                 return;
             };
-            let evict = (key.1 as usize).min(needed_pages);
+            let evict = (key.pages as usize).min(needed_pages);
             self.evict_dirty_extent(key, evict);
             needed_pages -= evict;
         }
@@ -837,18 +838,16 @@ impl State {
 
     /// Returns the last `evict` pages of the dirty extent `key` to the kernel (as clean free
     /// space); the rest of it stays cached.
-    fn evict_dirty_extent(&mut self, key: FreeKey, evict: usize) {
-        self.dirty.remove(&key);
-        let (_, pages, chunk, start) = key;
-        let (pages, chunk, start) = (pages as usize, chunk as usize, start as usize);
+    fn evict_dirty_extent(&mut self, key: Free, evict: usize) {
+        self.dirty.remove(key);
+        let (pages, chunk, start) = (key.pages as usize, key.chunk as usize, key.start as usize);
         let evict = evict.min(pages);
         let keep = pages - evict;
         self.dirty_bytes = self.dirty_bytes.saturating_sub(evict * PAGE_SIZE);
         if keep > 0 {
             // The head stays dirty (same start, fewer pages, same cache time).
             self.chunks[chunk].mark(start, keep, TAG_DIRTY);
-            let head = self.key(chunk, start, keep);
-            self.dirty.insert(head);
+            self.dirty.insert(free_key(chunk, start, keep));
         }
         let tail = start + keep;
         let addr = self.chunks[chunk].base + tail * PAGE_SIZE;
@@ -873,8 +872,8 @@ impl State {
             if before & (TAG_ALLOCATED | TAG_DIRTY) == 0 {
                 let before_pages = (before >> TAG_PAGES_SHIFT) as usize;
                 let before_start = start - before_pages;
-                let key = self.key(chunk, before_start, before_pages);
-                self.free.remove(&key);
+                self.free
+                    .remove(free_key(chunk, before_start, before_pages));
                 start = before_start;
                 pages += before_pages;
             }
@@ -889,8 +888,7 @@ impl State {
         let after = c.tag(end);
         if after & (TAG_ALLOCATED | TAG_DIRTY) == 0 {
             let after_pages = (after >> TAG_PAGES_SHIFT) as usize;
-            let key = self.key(chunk, end, after_pages);
-            self.free.remove(&key);
+            self.free.remove(free_key(chunk, end, after_pages));
             pages += after_pages;
         }
         self.insert_free(chunk, start, pages);
@@ -908,19 +906,37 @@ impl State {
         // 24 GiB machine fails with ENOMEM instead of succeeding on paper.
         let base = map_aligned(bytes, bytes > CHUNK_BYTES)?;
         let chunk_pages = bytes / PAGE_SIZE;
-        let tags = map_anonymous(chunk_pages * core::mem::size_of::<u32>(), false);
-        let sites = map_anonymous(chunk_pages * core::mem::size_of::<u64>(), false);
-        if tags.is_null() || sites.is_null() {
+        let tags_bytes = chunk_pages * core::mem::size_of::<u32>();
+        let sites_bytes = chunk_pages * core::mem::size_of::<u64>();
+        // The clean and the dirty index's bitmaps for this chunk, one after the other.
+        let bitmap_words = free_index::bitmap_words(chunk_pages);
+        let bitmaps_bytes = 2 * bitmap_words * core::mem::size_of::<u64>();
+        let tags = map_anonymous(tags_bytes, false);
+        let sites = map_anonymous(sites_bytes, false);
+        let bitmaps = map_anonymous(bitmaps_bytes, false);
+        if tags.is_null() || sites.is_null() || bitmaps.is_null() {
             // SAFETY: unmapping the regions we just mapped and never published.
             unsafe {
                 libc::munmap(base as *mut libc::c_void, bytes);
-                for (side, unit) in [(tags, 4), (sites, 8)] {
+                for (side, len) in [
+                    (tags, tags_bytes),
+                    (sites, sites_bytes),
+                    (bitmaps, bitmaps_bytes),
+                ] {
                     if !side.is_null() {
-                        libc::munmap(side as *mut libc::c_void, chunk_pages * unit);
+                        libc::munmap(side as *mut libc::c_void, len);
                     }
                 }
             }
             return None;
+        }
+        let bitmaps = bitmaps as *mut u64;
+        // SAFETY: a fresh zeroed mapping of 2 * bitmap_words words, never unmapped, split
+        // between the two indexes; the chunk is numbered `self.chunks.len()` in both, as below.
+        unsafe {
+            self.free.add_chunk(placement, chunk_pages, bitmaps);
+            self.dirty
+                .add_chunk(placement, chunk_pages, bitmaps.add(bitmap_words));
         }
         let nodes = self.placements[placement as usize].nodes;
         if nodes != 0 {
@@ -939,7 +955,6 @@ impl State {
         self.chunks.push(Chunk {
             base,
             pages: chunk_pages,
-            placement,
             tags: tags as *mut u32,
             sites: sites as *mut u64,
             bump: 0,
@@ -952,10 +967,13 @@ impl State {
     }
 }
 
-/// The smallest key of `placement` with at least `pages` pages.
-fn fitting(set: &BTreeSet<FreeKey>, placement: u32, pages: u32) -> Option<&FreeKey> {
-    set.range((placement, pages, 0, 0)..(placement + 1, 0, 0, 0))
-        .next()
+/// The free extent of `pages` pages from page `start` of `chunk`, as the indexes know it.
+fn free_key(chunk: usize, start: usize, pages: usize) -> Free {
+    Free {
+        pages: pages as u32,
+        chunk: chunk as u32,
+        start: start as u32,
+    }
 }
 
 const MPOL_PREFERRED: i64 = 1;

@@ -41,6 +41,7 @@ extern crate alloc;
 
 mod api;
 mod arenas;
+mod free_index;
 mod large;
 mod lock;
 mod options;
