@@ -190,6 +190,12 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
     } else {
         let mover = LinuxPageMover::new();
         let how = mover.locates_with();
+        if let Some(zero) = mover.zero_frames() {
+            tracing::debug!(
+                ?zero,
+                "pages mapping these zero-page frames are not resident"
+            );
+        }
         (Box::new(mover), how)
     };
     let site_store = open_site_store(&config)?;

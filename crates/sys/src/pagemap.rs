@@ -7,6 +7,11 @@
 //! (`/sys/devices/system/node/nodeN/memoryM`). Frame numbers are shown only to a reader with
 //! `CAP_SYS_ADMIN` (others read zeros), and memory blocks exist with `CONFIG_MEMORY_HOTPLUG`;
 //! where either is missing, [`crate::pages::LinuxPageMover`] locates with `move_pages` alone.
+//!
+//! A page that was read but never written maps the kernel's shared zero page (or, in a huge
+//! page, the huge zero page): pagemap shows it present, in the zero page's frame, where
+//! `move_pages` answers `-EFAULT` and cannot move it. Such pages hold no memory of the process,
+//! so [`locate`] answers as `move_pages` does once it knows those frames ([`ZeroFrames`]).
 
 use crate::pages::PageStatus;
 use crate::PAGE_SIZE;
@@ -33,6 +38,27 @@ pub struct FrameNodes {
     /// Node of each block number; -1 where no node lists the block, [`SHARED`] where several
     /// do.
     node_of_block: Vec<i32>,
+    zero: ZeroFrames,
+}
+
+/// The frames of the kernel's zero pages, which [`locate`] reports as `-EFAULT`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZeroFrames {
+    /// The zero page's frame (static: it never moves).
+    pub page: Option<u64>,
+    /// The huge zero page's first frame and its frame count. The kernel may free and
+    /// reallocate it once no process maps it; a process that mapped it keeps it until it exits,
+    /// so the frames stay valid while the prober lives.
+    pub huge: Option<(u64, u64)>,
+}
+
+impl ZeroFrames {
+    pub fn contains(&self, pfn: u64) -> bool {
+        self.page == Some(pfn)
+            || self
+                .huge
+                .is_some_and(|(first, count)| (first..first + count).contains(&pfn))
+    }
 }
 
 impl FrameNodes {
@@ -86,7 +112,18 @@ impl FrameNodes {
         Some(FrameNodes {
             frames_per_block_shift: (block_bytes / PAGE_SIZE as u64).trailing_zeros(),
             node_of_block,
+            zero: ZeroFrames::default(),
         })
+    }
+
+    /// These frames, reported as zero pages.
+    pub fn with_zero_frames(mut self, zero: ZeroFrames) -> FrameNodes {
+        self.zero = zero;
+        self
+    }
+
+    pub fn zero_frames(&self) -> ZeroFrames {
+        self.zero
     }
 
     /// The node of page frame `pfn`, if a node lists its block.
@@ -107,9 +144,9 @@ pub struct Located {
 }
 
 /// Fills `status` with the node of each page in `pages` (page-aligned addresses) from
-/// `pagemap` (a process's `/proc/PID/pagemap`, or anything laid out like one), or `-ENOENT`
-/// for a page not present. Pages close to each other (ascending, gaps of at most 16 pages) are
-/// read in one `pread`.
+/// `pagemap` (a process's `/proc/PID/pagemap`, or anything laid out like one), `-ENOENT` for a
+/// page not present, or `-EFAULT` for one that maps a zero page (what `move_pages` answers).
+/// Pages close to each other (ascending, gaps of at most 16 pages) are read in one `pread`.
 pub fn locate(
     pagemap: &impl FileExt,
     frames: &FrameNodes,
@@ -156,6 +193,10 @@ pub fn locate(
                 continue;
             }
             let pfn = entry & PFN_MASK;
+            if frames.zero.contains(pfn) {
+                status[k] = -libc::EFAULT;
+                continue;
+            }
             if pfn == 0 {
                 located.hidden_frames = true;
                 located.unknown.push(k);
@@ -169,6 +210,67 @@ pub fn locate(
         i = j;
     }
     Ok(located)
+}
+
+/// Finds the zero pages' frames by mapping them into this process: a page read but never
+/// written, and a huge page likewise where transparent huge pages are enabled (its absence is
+/// not an error: `huge` stays None). The mappings are kept for the life of the process, which
+/// keeps the huge zero page where it was found. None of either when frames do not show.
+pub fn probe_zero_frames() -> ZeroFrames {
+    let Ok(pagemap) = open(std::process::id()) else {
+        return ZeroFrames::default();
+    };
+    let huge_bytes = 2 << 20;
+    let frames_per_huge = huge_bytes as u64 / PAGE_SIZE as u64;
+    // A fresh private anonymous read-only mapping of `len` bytes, never unmapped.
+    let map = |len: usize| -> Option<u64> {
+        // SAFETY: a new mapping, placed by the kernel; only ever read.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        (p != libc::MAP_FAILED).then_some(p as u64)
+    };
+    let frame_of = |addr: u64| -> Option<u64> {
+        // SAFETY: `addr` is inside a mapping made by `map`, readable.
+        unsafe { std::ptr::read_volatile(addr as *const u8) };
+        let mut entry = [0u8; 8];
+        pagemap
+            .read_exact_at(&mut entry, addr / PAGE_SIZE as u64 * 8)
+            .ok()?;
+        let entry = u64::from_le_bytes(entry);
+        (entry & PRESENT != 0 && entry & PFN_MASK != 0).then_some(entry & PFN_MASK)
+    };
+    // One page: too small a mapping for a huge page, whatever the THP mode.
+    let page = map(PAGE_SIZE).and_then(frame_of);
+    // Two huge pages of address space hold one aligned huge page.
+    let huge = map(2 * huge_bytes)
+        .map(|base| base.next_multiple_of(huge_bytes as u64))
+        .filter(|&aligned| {
+            // SAFETY: [aligned, aligned + huge) lies inside the mapping.
+            let rc = unsafe {
+                libc::madvise(
+                    aligned as *mut libc::c_void,
+                    huge_bytes,
+                    libc::MADV_HUGEPAGE,
+                )
+            };
+            rc == 0
+        })
+        .and_then(|aligned| Some((frame_of(aligned)?, frame_of(aligned + PAGE_SIZE as u64)?)))
+        // A huge zero page: its first frame aligned to its size, the next page in the next
+        // frame; a small zero page there (THP off or out of huge pages) is not one.
+        .filter(|&(first, second)| {
+            Some(first) != page && first % frames_per_huge == 0 && second == first + 1
+        })
+        .map(|(first, _)| (first, frames_per_huge));
+    ZeroFrames { page, huge }
 }
 
 /// Opens `/proc/PID/pagemap`.
@@ -274,5 +376,80 @@ mod tests {
         let mut status = [i32::MIN; 2];
         locate(&file, &frames, &pages, &mut status, &mut scratch).unwrap();
         assert_eq!(status, [-libc::ENOENT, 0]);
+    }
+
+    /// Pages mapping a zero page are answered as move_pages answers them.
+    #[test]
+    fn zero_pages_are_efault() {
+        let (_dir, frames) = two_nodes();
+        let frames = frames.with_zero_frames(ZeroFrames {
+            page: Some(11),
+            huge: Some((4 * 32768, 512)),
+        });
+        let file = tempfile::tempfile().unwrap();
+        let base = 0x7f00_0000_0000u64 / PAGE_SIZE as u64;
+        for (offset, pfn) in [
+            (0u64, 10u64),
+            (1, 11),
+            (2, 4 * 32768 + 511),
+            (3, 4 * 32768 + 512),
+        ] {
+            file.write_at(&(PRESENT | pfn).to_le_bytes(), (base + offset) * 8)
+                .unwrap();
+        }
+        let pages: Vec<u64> = (0..4).map(|o| (base + o) * PAGE_SIZE as u64).collect();
+        let mut status = [i32::MIN; 4];
+        locate(&file, &frames, &pages, &mut status, &mut Vec::new()).unwrap();
+        assert_eq!(status, [0, -libc::EFAULT, -libc::EFAULT, 0]);
+    }
+
+    /// On this machine: the probe finds the zero page where frames show (root), and a page
+    /// read in a fresh mapping is then located as move_pages locates it.
+    #[test]
+    fn probed_zero_page_matches_move_pages() {
+        let zero = probe_zero_frames();
+        let Some(page) = zero.page else {
+            eprintln!("frame numbers do not show here (not root): nothing to check");
+            return;
+        };
+        assert_ne!(page, 0);
+        eprintln!("zero frames here: {zero:?}");
+        // A calloc-like read-only page: map one and read it.
+        // SAFETY: a fresh private anonymous mapping, unmapped below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                PAGE_SIZE,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        // SAFETY: readable, inside the mapping.
+        unsafe { std::ptr::read_volatile(p as *const u8) };
+        let pagemap = open(std::process::id()).unwrap();
+        let mut entry = [0u8; 8];
+        pagemap
+            .read_exact_at(&mut entry, p as u64 / PAGE_SIZE as u64 * 8)
+            .unwrap();
+        assert_eq!(u64::from_le_bytes(entry) & PFN_MASK, page);
+        let mut status = [i32::MIN];
+        // SAFETY: queries only (no nodes): nothing moves.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_move_pages,
+                0,
+                1,
+                [p as u64].as_ptr(),
+                std::ptr::null::<i32>(),
+                status.as_mut_ptr(),
+                0,
+            )
+        };
+        assert_eq!((rc, status[0]), (0, -libc::EFAULT));
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(p, PAGE_SIZE) };
     }
 }

@@ -106,10 +106,18 @@ impl LinuxPageMover {
             // Frame numbers show (the page is found, or in a block no one node owns).
             matches!(located, Ok(l) if !l.hidden_frames && (status[0] >= 0 || !l.unknown.is_empty()))
         });
+        // Pages mapping a zero page must not count as memory on the zero page's node.
+        let frames = frames.map(|f| f.with_zero_frames(crate::pagemap::probe_zero_frames()));
         LinuxPageMover {
             frames,
             scratch: Vec::new(),
         }
+    }
+
+    /// The zero pages' frames the pagemap locator knows (None when it locates with
+    /// `move_pages`, which knows them itself).
+    pub fn zero_frames(&self) -> Option<crate::pagemap::ZeroFrames> {
+        self.frames.as_ref().map(|f| f.zero_frames())
     }
 
     /// How this mover locates pages: "pagemap" or "move_pages".
@@ -647,7 +655,8 @@ mod tests {
 
     /// The real syscall on our own memory: works on any NUMA-enabled kernel, one node or many.
     /// Where this process may read page frames (root), pagemap must agree with it page for
-    /// page: touched, untouched (not present), and a hole (unmapped).
+    /// page: touched, untouched (not present), read only (the zero page: not present either),
+    /// and a hole (unmapped).
     #[test]
     fn real_query_of_own_pages_pagemap_agrees() {
         let n = 64;
@@ -669,6 +678,11 @@ mod tests {
         for i in (0..n).step_by(2) {
             // SAFETY: inside the mapping.
             unsafe { *(map as *mut u8).add(i * ps) = 1 };
+        }
+        // Read every fourth odd page: it maps the zero page.
+        for i in (1..n).step_by(4) {
+            // SAFETY: inside the mapping.
+            unsafe { std::ptr::read_volatile((map as *const u8).add(i * ps)) };
         }
         // SAFETY: the mapping's last page.
         unsafe { libc::munmap((map as *mut u8).add(n * ps) as *mut _, ps) };
