@@ -828,3 +828,13 @@ extern "C" fn fork_child() {
 #[used]
 #[link_section = ".init_array"]
 static CONSTRUCTOR: extern "C" fn() = constructor;
+
+#[cfg(feature = "lockstats")]
+extern "C" fn print_lockstats() {
+    lock::stats::print();
+}
+
+#[cfg(feature = "lockstats")]
+#[used]
+#[link_section = ".fini_array"]
+static PRINT_LOCKSTATS: extern "C" fn() = print_lockstats;

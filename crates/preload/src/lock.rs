@@ -23,6 +23,41 @@ pub struct Guard<'a, T> {
     mutex: &'a FutexMutex<T>,
 }
 
+/// Measurement only (`lockstats` feature): how often the library's locks are taken, how often
+/// a taker found them held, how often it slept, and cycles spent waiting and holding.
+#[cfg(feature = "lockstats")]
+pub mod stats {
+    use core::sync::atomic::{AtomicU64, Ordering};
+    pub static ACQUIRED: AtomicU64 = AtomicU64::new(0);
+    pub static CONTENDED: AtomicU64 = AtomicU64::new(0);
+    pub static SLEPT: AtomicU64 = AtomicU64::new(0);
+    pub static WAIT_CYCLES: AtomicU64 = AtomicU64::new(0);
+    pub static HOLD_CYCLES: AtomicU64 = AtomicU64::new(0);
+    pub static HELD_SINCE: AtomicU64 = AtomicU64::new(0);
+
+    #[inline]
+    pub fn cycles() -> u64 {
+        // SAFETY: rdtsc has no preconditions.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn print() {
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        crate::write_stderr(format_args!(
+            "lockstats: acquired {} contended {} slept {} wait_cycles {} hold_cycles {}",
+            l(&ACQUIRED),
+            l(&CONTENDED),
+            l(&SLEPT),
+            l(&WAIT_CYCLES),
+            l(&HOLD_CYCLES)
+        ));
+    }
+}
+
 impl<T> FutexMutex<T> {
     pub const fn new(value: T) -> Self {
         Self {
@@ -43,7 +78,19 @@ impl<T> FutexMutex<T> {
             .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
+            #[cfg(feature = "lockstats")]
+            let t0 = stats::cycles();
             self.lock_contended();
+            #[cfg(feature = "lockstats")]
+            {
+                stats::add(&stats::CONTENDED, 1);
+                stats::add(&stats::WAIT_CYCLES, stats::cycles() - t0);
+            }
+        }
+        #[cfg(feature = "lockstats")]
+        {
+            stats::add(&stats::ACQUIRED, 1);
+            stats::HELD_SINCE.store(stats::cycles(), core::sync::atomic::Ordering::Relaxed);
         }
         Guard { mutex: self }
     }
@@ -64,6 +111,8 @@ impl<T> FutexMutex<T> {
             spins += 1;
         }
         while self.state.swap(CONTENDED, Ordering::Acquire) != UNLOCKED {
+            #[cfg(feature = "lockstats")]
+            stats::add(&stats::SLEPT, 1);
             // SAFETY: futex(FUTEX_WAIT_PRIVATE) on our own atomic; spurious wake-ups are handled
             // by the loop.
             unsafe {
@@ -79,6 +128,11 @@ impl<T> FutexMutex<T> {
     }
 
     fn unlock(&self) {
+        #[cfg(feature = "lockstats")]
+        stats::add(
+            &stats::HOLD_CYCLES,
+            stats::cycles().wrapping_sub(stats::HELD_SINCE.load(Ordering::Relaxed)),
+        );
         if self.state.swap(UNLOCKED, Ordering::Release) == CONTENDED {
             // SAFETY: wakes one waiter on our own atomic.
             unsafe {
