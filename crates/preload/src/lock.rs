@@ -72,6 +72,19 @@ impl<T> FutexMutex<T> {
         self.state.load(Ordering::Relaxed) != UNLOCKED
     }
 
+    /// Takes the lock if it is free now; None (at once) if it is held.
+    pub fn try_lock(&self) -> Option<Guard<'_, T>> {
+        self.state
+            .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        #[cfg(feature = "lockstats")]
+        {
+            stats::add(&stats::ACQUIRED, 1);
+            stats::HELD_SINCE.store(stats::cycles(), Ordering::Relaxed);
+        }
+        Some(Guard { mutex: self })
+    }
+
     pub fn lock(&self) -> Guard<'_, T> {
         if self
             .state
