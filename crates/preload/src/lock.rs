@@ -13,6 +13,9 @@ const CONTENDED: u32 = 2;
 
 pub struct FutexMutex<T> {
     state: AtomicU32,
+    /// When the holder took it (`lockstats`).
+    #[cfg(feature = "lockstats")]
+    held_since: core::sync::atomic::AtomicU64,
     value: UnsafeCell<T>,
 }
 
@@ -33,7 +36,6 @@ pub mod stats {
     pub static SLEPT: AtomicU64 = AtomicU64::new(0);
     pub static WAIT_CYCLES: AtomicU64 = AtomicU64::new(0);
     pub static HOLD_CYCLES: AtomicU64 = AtomicU64::new(0);
-    pub static HELD_SINCE: AtomicU64 = AtomicU64::new(0);
 
     #[inline]
     pub fn cycles() -> u64 {
@@ -62,6 +64,8 @@ impl<T> FutexMutex<T> {
     pub const fn new(value: T) -> Self {
         Self {
             state: AtomicU32::new(UNLOCKED),
+            #[cfg(feature = "lockstats")]
+            held_since: core::sync::atomic::AtomicU64::new(0),
             value: UnsafeCell::new(value),
         }
     }
@@ -80,7 +84,7 @@ impl<T> FutexMutex<T> {
         #[cfg(feature = "lockstats")]
         {
             stats::add(&stats::ACQUIRED, 1);
-            stats::HELD_SINCE.store(stats::cycles(), Ordering::Relaxed);
+            self.held_since.store(stats::cycles(), Ordering::Relaxed);
         }
         Some(Guard { mutex: self })
     }
@@ -103,7 +107,7 @@ impl<T> FutexMutex<T> {
         #[cfg(feature = "lockstats")]
         {
             stats::add(&stats::ACQUIRED, 1);
-            stats::HELD_SINCE.store(stats::cycles(), core::sync::atomic::Ordering::Relaxed);
+            self.held_since.store(stats::cycles(), Ordering::Relaxed);
         }
         Guard { mutex: self }
     }
@@ -144,7 +148,7 @@ impl<T> FutexMutex<T> {
         #[cfg(feature = "lockstats")]
         stats::add(
             &stats::HOLD_CYCLES,
-            stats::cycles().wrapping_sub(stats::HELD_SINCE.load(Ordering::Relaxed)),
+            stats::cycles().wrapping_sub(self.held_since.load(Ordering::Relaxed)),
         );
         if self.state.swap(UNLOCKED, Ordering::Release) == CONTENDED {
             // SAFETY: wakes one waiter on our own atomic.
