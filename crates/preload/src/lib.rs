@@ -641,7 +641,7 @@ mod exports {
             ordblks: 0,
             smblks: 0,
             hblks: 0,
-            hblkhd: large::LIVE_BYTES.load(core::sync::atomic::Ordering::Relaxed) as usize,
+            hblkhd: large::live_bytes(),
             usmblks: 0,
             fsmblks: 0,
             uordblks: committed,
