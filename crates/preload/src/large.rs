@@ -83,11 +83,11 @@ const DIRTY_BUDGET_BYTES: usize = 64 << 20;
 /// live tracked bytes: a program that churns through a working set reuses its pages the way
 /// glibc's heap would (bench/alloc `fragmentation`: 1.03 M page faults with a budget of the live
 /// bytes, 152 k with this one, and the same peak RSS), and the cache never makes the process
-/// bigger than it has already been. Idle cached memory is returned by `purge_idle`. `live` is
-/// the process's live tracked bytes (`State::total_live`).
-fn dirty_budget_bytes(live: usize) -> usize {
+/// bigger than it has already been. Idle cached memory is returned by `purge_idle`.
+fn dirty_budget_bytes() -> usize {
+    let live = LIVE_BYTES.load(Ordering::Relaxed);
     let peak = PEAK_LIVE_BYTES.load(Ordering::Relaxed);
-    DIRTY_BUDGET_BYTES.max(peak.saturating_sub(live))
+    DIRTY_BUDGET_BYTES.max(peak.saturating_sub(live) as usize)
 }
 
 /// Cached dirty extents not reused for this long (in `coarse_ticks`: 250 ms) are returned to the
@@ -106,31 +106,21 @@ const DIRTY_MAX_EXTENT_BYTES: usize = 32 << 20;
 
 static GRANULE_OWNER: [AtomicU16; GRANULES] = [const { AtomicU16::new(0) }; GRANULES];
 
-/// Bytes handed out to tracked objects and cached dirty bytes, process-wide, as the shards have
-/// folded them in (`State::fold`): each shard adds its own changes here only once they come to
-/// `FOLD_BYTES`, so that threads allocating in different shards do not write one cache line on
-/// every call. A shard adds its unfolded change to what it reads (exact when one shard is in
-/// use); the other shards' may be off by less than `FOLD_BYTES` each.
-static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
+/// Bytes currently handed out to tracked objects, for statistics.
+pub static LIVE_BYTES: AtomicU64 = AtomicU64::new(0);
+/// The most `LIVE_BYTES` has been.
+static PEAK_LIVE_BYTES: AtomicU64 = AtomicU64::new(0);
+/// Cached dirty bytes of all shards (each shard's own count is its `dirty_bytes`).
 static DIRTY_BYTES: AtomicUsize = AtomicUsize::new(0);
-/// How far a shard's counts may drift from what it has folded into the process-wide ones: 1 MiB,
-/// 1/64 of the smallest dirty budget for each shard.
-const FOLD_BYTES: usize = 1 << 20;
-/// The most live tracked bytes have been (as `State::total_live` saw them).
-static PEAK_LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
 /// Coarse monotonic tick of the last idle purge.
 static LAST_PURGE_TICK: AtomicU64 = AtomicU64::new(0);
 
-/// Adds to `global` the change of a shard's count to `now` since it was last folded, when it has
-/// come to `FOLD_BYTES`.
-fn fold_into(global: &AtomicUsize, folded: &mut usize, now: usize) {
-    if now.abs_diff(*folded) >= FOLD_BYTES {
-        if now > *folded {
-            global.fetch_add(now - *folded, Ordering::Relaxed);
-        } else {
-            global.fetch_sub(*folded - now, Ordering::Relaxed);
-        }
-        *folded = now;
+/// Counts `bytes` more handed out, keeping the high-water mark.
+fn add_live_bytes(bytes: usize) {
+    let live = LIVE_BYTES.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
+    // A read first: the mark is rarely beaten, and a read does not take the line exclusively.
+    if live > PEAK_LIVE_BYTES.load(Ordering::Relaxed) {
+        PEAK_LIVE_BYTES.fetch_max(live, Ordering::Relaxed);
     }
 }
 
@@ -238,11 +228,6 @@ struct State {
     /// Dirty free extents.
     dirty: FreeIndex,
     dirty_bytes: usize,
-    /// Bytes of this shard's live objects.
-    live_bytes: usize,
-    /// What of `dirty_bytes` and `live_bytes` is in `DIRTY_BYTES` and `LIVE_BYTES`.
-    dirty_folded: usize,
-    live_folded: usize,
     /// Index 0 is the default placement (created on first use).
     placements: Vec<Placement>,
 }
@@ -264,9 +249,6 @@ const fn shard(id: usize) -> FutexMutex<State> {
         free: FreeIndex::new(),
         dirty: FreeIndex::new(),
         dirty_bytes: 0,
-        live_bytes: 0,
-        dirty_folded: 0,
-        live_folded: 0,
         placements: Vec::new(),
     })
 }
@@ -366,11 +348,12 @@ pub fn alloc(
     let placement = state.placement_for(nodes);
     let (chunk, start, contents) = state.take(placement, pages, align_pages)?;
     state.chunks[chunk].set_site(start, site);
+    state.after_change();
     let addr = state.chunks[chunk].base + start * PAGE_SIZE;
     let len = pages * PAGE_SIZE;
-    state.add_live_bytes(len);
-    state.after_change();
     on_alloc(Extent { addr, len });
+    drop(state);
+    add_live_bytes(len);
     Some((addr as *mut u8, contents))
 }
 
@@ -398,8 +381,8 @@ pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
         // returning the largest cached extents to the kernel: the cache follows what the
         // program frees now instead of filling once and refusing everything after. This
         // shard's own cache first; what it cannot give, the other shards' below.
-        let budget = dirty_budget_bytes(state.total_live());
-        let mut excess = (state.total_dirty() + extent.len).saturating_sub(budget);
+        let budget = dirty_budget_bytes();
+        let mut excess = (DIRTY_BYTES.load(Ordering::Relaxed) + extent.len).saturating_sub(budget);
         if excess > 0 {
             let here = excess.min(state.dirty_bytes);
             if here > 0 {
@@ -408,7 +391,6 @@ pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
             excess -= here;
         }
         on_free(extent);
-        state.sub_live_bytes(extent.len);
         state.insert_dirty(chunk, start_page, extent.len / PAGE_SIZE, now);
         let purge = purge_due(now);
         if purge {
@@ -416,6 +398,7 @@ pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
         }
         state.after_change();
         drop(state);
+        LIVE_BYTES.fetch_sub(extent.len as u64, Ordering::Relaxed);
         if excess > 0 || purge {
             other_shards(shard, excess, now, purge);
         }
@@ -434,8 +417,9 @@ pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
     }
     on_free(extent);
     state.release(chunk, start_page, extent.len / PAGE_SIZE);
-    state.sub_live_bytes(extent.len);
     state.after_change();
+    drop(state);
+    LIVE_BYTES.fetch_sub(extent.len as u64, Ordering::Relaxed);
     Some(extent)
 }
 
@@ -559,7 +543,7 @@ pub fn grow_in_place(ptr: *mut u8, size: usize, on_change: impl FnOnce(Extent, E
         addr,
         len: wanted * PAGE_SIZE,
     };
-    state.add_live_bytes(extra * PAGE_SIZE);
+    add_live_bytes(extra * PAGE_SIZE);
     on_change(before, after);
     state.after_change();
     true
@@ -637,14 +621,9 @@ pub fn trim() -> bool {
     released
 }
 
-/// Bytes of freed extents kept resident for reuse (for `mallinfo`), counted shard by shard.
+/// Bytes of freed extents kept resident for reuse (for `mallinfo`).
 pub fn cached_bytes() -> usize {
-    SHARDS.iter().map(|shard| shard.lock().dirty_bytes).sum()
-}
-
-/// Bytes of live tracked objects (for `mallinfo`), counted shard by shard.
-pub fn live_bytes() -> usize {
-    SHARDS.iter().map(|shard| shard.lock().live_bytes).sum()
+    DIRTY_BYTES.load(Ordering::Relaxed)
 }
 
 /// `pthread_atfork` support: hold every shard's lock across `fork()` (in `for_each_live`'s
@@ -695,7 +674,7 @@ impl State {
     #[cfg(any(test, feature = "invariants"))]
     fn check(&self) -> Result<(), alloc::string::String> {
         use alloc::format;
-        let (mut dirty_bytes, mut live_bytes) = (0, 0);
+        let mut dirty_bytes = 0;
         let (mut free_seen, mut dirty_seen) = (0, 0);
         for (index, c) in self.chunks.iter().enumerate() {
             let mut page = 0;
@@ -717,9 +696,7 @@ impl State {
                 }
                 let key = free_key(index, page, pages);
                 let clean_free = tag & (TAG_ALLOCATED | TAG_DIRTY) == 0;
-                if tag & TAG_ALLOCATED != 0 {
-                    live_bytes += pages * PAGE_SIZE;
-                } else {
+                if tag & TAG_ALLOCATED == 0 {
                     if tag & TAG_DIRTY != 0 {
                         dirty_bytes += pages * PAGE_SIZE;
                         dirty_seen += 1;
@@ -770,12 +747,6 @@ impl State {
                 ));
             }
         }
-        if live_bytes != self.live_bytes {
-            return Err(format!(
-                "live_bytes says {}, the tags {live_bytes}",
-                self.live_bytes
-            ));
-        }
         if dirty_bytes != self.dirty_bytes {
             return Err(format!(
                 "dirty_bytes says {}, the tags {dirty_bytes}",
@@ -785,42 +756,17 @@ impl State {
         Ok(())
     }
 
-    /// Counts `bytes` more cached dirty memory.
+    /// Counts `bytes` more cached dirty memory, in this shard and process-wide.
     fn add_dirty_bytes(&mut self, bytes: usize) {
         self.dirty_bytes += bytes;
-        fold_into(&DIRTY_BYTES, &mut self.dirty_folded, self.dirty_bytes);
+        DIRTY_BYTES.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Counts `bytes` (at most what this shard has) less cached dirty memory.
     fn sub_dirty_bytes(&mut self, bytes: usize) {
-        self.dirty_bytes -= bytes.min(self.dirty_bytes);
-        fold_into(&DIRTY_BYTES, &mut self.dirty_folded, self.dirty_bytes);
-    }
-
-    /// Counts `bytes` more handed out, keeping the process's high-water mark.
-    fn add_live_bytes(&mut self, bytes: usize) {
-        self.live_bytes += bytes;
-        fold_into(&LIVE_BYTES, &mut self.live_folded, self.live_bytes);
-        let live = self.total_live();
-        // A read first: the mark is rarely beaten, and a read does not take the line exclusively.
-        if live > PEAK_LIVE_BYTES.load(Ordering::Relaxed) {
-            PEAK_LIVE_BYTES.fetch_max(live, Ordering::Relaxed);
-        }
-    }
-
-    fn sub_live_bytes(&mut self, bytes: usize) {
-        self.live_bytes -= bytes.min(self.live_bytes);
-        fold_into(&LIVE_BYTES, &mut self.live_folded, self.live_bytes);
-    }
-
-    /// The process's live tracked bytes: exact for this shard, folded for the others.
-    fn total_live(&self) -> usize {
-        (LIVE_BYTES.load(Ordering::Relaxed) + self.live_bytes).saturating_sub(self.live_folded)
-    }
-
-    /// The process's cached dirty bytes: exact for this shard, folded for the others.
-    fn total_dirty(&self) -> usize {
-        (DIRTY_BYTES.load(Ordering::Relaxed) + self.dirty_bytes).saturating_sub(self.dirty_folded)
+        let bytes = bytes.min(self.dirty_bytes);
+        self.dirty_bytes -= bytes;
+        DIRTY_BYTES.fetch_sub(bytes, Ordering::Relaxed);
     }
 
     /// The placement for chunks bound to `nodes`, created on first use; the default placement
@@ -1384,7 +1330,7 @@ mod tests {
             .collect();
         for &b in &blocks {
             assert!(free(b, |_| {}).is_some());
-            assert!(cached_bytes() <= dirty_budget_bytes(live_bytes()));
+            assert!(cached_bytes() <= dirty_budget_bytes());
         }
         // The most recent free is cached (reused, dirty), not returned to the kernel.
         let (p, contents) = alloc(PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();

@@ -641,7 +641,7 @@ mod exports {
             ordblks: 0,
             smblks: 0,
             hblks: 0,
-            hblkhd: large::live_bytes(),
+            hblkhd: large::LIVE_BYTES.load(core::sync::atomic::Ordering::Relaxed) as usize,
             usmblks: 0,
             fsmblks: 0,
             uordblks: committed,
