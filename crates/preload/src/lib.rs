@@ -798,9 +798,9 @@ extern "C" fn constructor() {
 /// single instruction added to the fast path.
 ///
 /// mimalloc may call it from inside the large-object allocator (which allocates its own
-/// metadata with mimalloc while holding its lock), and the link check may take that lock (to
-/// attach, or for a resync step): so it only runs when the lock is free, which this thread then
-/// surely does not hold. Otherwise the next heartbeat or tracked allocation does it.
+/// metadata with mimalloc while holding a shard's lock), and the link check may take those
+/// locks (to attach, or for a resync step): so it only runs when every one is free, which this
+/// thread then surely does not hold. Otherwise the next heartbeat or tracked allocation does it.
 unsafe extern "C" fn small_object_heartbeat(_force: bool, _heartbeat: u64, _arg: *mut c_void) {
     if large::busy() {
         return;

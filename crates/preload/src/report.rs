@@ -10,7 +10,7 @@
 //! The daemon answers through the control area of the same memfd: where each tier's nodes are,
 //! which tier new objects of a site should start in, and whether it missed events (a full ring
 //! drops them) and wants every live object re-announced. That *resync* runs here, on the
-//! tick, under the allocator lock, each step bracketed by `ResyncBegin`/`ResyncEnd` so the
+//! tick, under the allocator lock of the shard it walks, each step bracketed by `ResyncBegin`/`ResyncEnd` so the
 //! daemon knows exactly which objects are live and can forget the rest; a large heap is
 //! re-announced in steps that fit the ring.
 //!
@@ -204,7 +204,7 @@ const RESYNC_TICK_NS: u64 = 10_000_000;
 /// Re-announces every live object if the daemon asked (it saw dropped events), in steps that
 /// fit the ring: each step covers an address range bracketed by `ResyncBegin`/`ResyncEnd`, and
 /// steps continue only while the ring is at most half full, so a resync never drops its own
-/// events for lack of room and never holds the allocator lock for long. Returns true while a
+/// events for lack of room and never holds an allocator lock for long. Returns true while a
 /// resync is under way.
 fn resync_if_asked(ring: &RingHeader) -> bool {
     let control = ring.control();
@@ -222,8 +222,9 @@ fn resync_if_asked(ring: &RingHeader) -> bool {
     while ring.backlog() <= capacity / 2 {
         let packed = RESYNC_CURSOR.load(Ordering::Relaxed);
         let cursor = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
-        // Under the allocator lock: no allocation or free of another thread can land between
-        // a step's Begin and End, so the daemon may take each step as the complete truth.
+        // Under the lock of the shard that owns the step's range: no allocation or free there
+        // by another thread can land between a step's Begin and End, so the daemon may take
+        // each step as the complete truth.
         let next = large::snapshot_step(
             cursor,
             step_objects,
