@@ -1295,7 +1295,7 @@ mod tests {
         assert!(free(b, |_| {}).is_some(), "merges into a's dirty extent");
         assert!(free(b, |_| {}).is_none(), "double free refused");
         assert!(extent_of(b).is_none());
-        STATE.lock().check().unwrap();
+        check_all();
         // The merged extent serves one 5-page object, not two overlapping ones.
         let (c, _) = alloc(5 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
         assert_eq!(c, a);
@@ -1318,7 +1318,7 @@ mod tests {
         for p in [guard, guard2] {
             assert!(free_clean(p).is_some());
         }
-        STATE.lock().check().unwrap();
+        check_all();
     }
 
     #[test]
