@@ -240,12 +240,7 @@ pub fn probe_zero_frames() -> ZeroFrames {
     let frame_of = |addr: u64| -> Option<u64> {
         // SAFETY: `addr` is inside a mapping made by `map`, readable.
         unsafe { std::ptr::read_volatile(addr as *const u8) };
-        let mut entry = [0u8; 8];
-        pagemap
-            .read_exact_at(&mut entry, addr / PAGE_SIZE as u64 * 8)
-            .ok()?;
-        let entry = u64::from_le_bytes(entry);
-        (entry & PRESENT != 0 && entry & PFN_MASK != 0).then_some(entry & PFN_MASK)
+        frame_at(&pagemap, addr)
     };
     // One page: too small a mapping for a huge page, whatever the THP mode.
     let page = map(PAGE_SIZE).and_then(frame_of);
@@ -271,6 +266,16 @@ pub fn probe_zero_frames() -> ZeroFrames {
         })
         .map(|(first, _)| (first, frames_per_huge));
     ZeroFrames { page, huge }
+}
+
+/// The frame of the page at `addr` in `pagemap`, if it is present and frames show.
+fn frame_at(pagemap: &impl FileExt, addr: u64) -> Option<u64> {
+    let mut entry = [0u8; 8];
+    pagemap
+        .read_exact_at(&mut entry, addr / PAGE_SIZE as u64 * 8)
+        .ok()?;
+    let entry = u64::from_le_bytes(entry);
+    (entry & PRESENT != 0 && entry & PFN_MASK != 0).then_some(entry & PFN_MASK)
 }
 
 /// Opens `/proc/PID/pagemap`.
@@ -407,13 +412,13 @@ mod tests {
     /// read in a fresh mapping is then located as move_pages locates it.
     #[test]
     fn probed_zero_page_matches_move_pages() {
+        use crate::pages::{LinuxPageMover, PageMover};
         let zero = probe_zero_frames();
         let Some(page) = zero.page else {
             eprintln!("frame numbers do not show here (not root): nothing to check");
             return;
         };
         assert_ne!(page, 0);
-        eprintln!("zero frames here: {zero:?}");
         // A calloc-like read-only page: map one and read it.
         // SAFETY: a fresh private anonymous mapping, unmapped below.
         let p = unsafe {
@@ -430,25 +435,13 @@ mod tests {
         // SAFETY: readable, inside the mapping.
         unsafe { std::ptr::read_volatile(p as *const u8) };
         let pagemap = open(std::process::id()).unwrap();
-        let mut entry = [0u8; 8];
-        pagemap
-            .read_exact_at(&mut entry, p as u64 / PAGE_SIZE as u64 * 8)
-            .unwrap();
-        assert_eq!(u64::from_le_bytes(entry) & PFN_MASK, page);
+        assert_eq!(frame_at(&pagemap, p as u64), Some(page));
         let mut status = [i32::MIN];
-        // SAFETY: queries only (no nodes): nothing moves.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_move_pages,
-                0,
-                1,
-                [p as u64].as_ptr(),
-                std::ptr::null::<i32>(),
-                status.as_mut_ptr(),
-                0,
-            )
-        };
-        assert_eq!((rc, status[0]), (0, -libc::EFAULT));
+        // The move_pages locator (`default()`: no pagemap).
+        LinuxPageMover::default()
+            .query(std::process::id(), &[p as u64], &mut status)
+            .unwrap();
+        assert_eq!(status[0], -libc::EFAULT, "move_pages says so too");
         // SAFETY: the mapping made above.
         unsafe { libc::munmap(p, PAGE_SIZE) };
     }
