@@ -146,6 +146,13 @@ pub fn first_sighting(site: u64) -> bool {
     let start = (site ^ (site >> 29)) as usize;
     for probe in 0..DESCRIBED_PROBES {
         let slot = &DESCRIBED[(start + probe) & (DESCRIBED_SLOTS - 1)];
+        // Read first: every tracked allocation asks, nearly always about a site already
+        // described, and a compare-and-swap takes the line exclusive even when it fails.
+        match slot.load(Ordering::Relaxed) {
+            existing if existing == site => return false,
+            0 => {}
+            _ => continue,
+        }
         match slot.compare_exchange(0, site, Ordering::Relaxed, Ordering::Relaxed) {
             Ok(_) => return true,
             Err(existing) if existing == site => return false,
