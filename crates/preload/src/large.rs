@@ -28,7 +28,9 @@
 //! plus cached bytes stay within the process's high-water mark of live bytes (at least 64 MiB
 //! of cache), evicting from the tails of the largest extents when a free would exceed it, and
 //! extents idle for a quarter of a second are returned to the kernel. `alloc` says whether the
-//! memory it returns is known to be zero, so `calloc` clears only dirty memory.
+//! memory it returns is known to be zero, so `calloc` clears only dirty memory. Freed extents of
+//! up to `QUICK_MAX_PAGES` pages first wait in per-size quick lists (see `Quick`), so that the
+//! common free-then-allocate of one size skips the index's merges and searches.
 //!
 //! **Shards.** All of the above is one `State` behind one lock, and there are `SHARD_COUNT` of them,
 //! like jemalloc's arenas: a thread allocates from the shard it was given on its first tracked
@@ -50,6 +52,8 @@ use crate::free_index::{self, Free, FreeIndex};
 use crate::lock::FutexMutex;
 use alloc::vec::Vec;
 use core::cell::Cell;
+#[cfg(test)]
+use core::sync::atomic::AtomicBool;
 use core::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use objtier_wire::PAGE_SIZE;
 
@@ -72,7 +76,121 @@ const TAG_ALLOCATED: u32 = 1;
 const TAG_TAIL: u32 = 2;
 /// A free extent whose pages are still resident (not zeroed).
 const TAG_DIRTY: u32 = 4;
+/// Both bits: a dirty free extent held in a quick list (see `Quick`), not in the dirty index.
+/// To every test written before quick lists it reads as neither a live object nor a free
+/// extent to merge with; `is_live` is what tells a live object.
+const TAG_QUICK: u32 = TAG_ALLOCATED | TAG_DIRTY;
 const TAG_PAGES_SHIFT: u32 = 3;
+
+/// Whether a head tag is a live object's (not a free extent's, nor a quick-listed one's).
+#[inline]
+fn is_live(tag: u32) -> bool {
+    tag & (TAG_ALLOCATED | TAG_DIRTY) == TAG_ALLOCATED
+}
+
+/// Quick lists: per shard, for each size of up to `QUICK_MAX_PAGES` pages of the default
+/// placement, the last `QUICK_DEPTH` freed extents of exactly that size, reused last in, first
+/// out by the next allocation of that size. A program that frees and allocates objects of a
+/// few pages again and again (bench/alloc `fragmentation`, `xthreads`) then skips the dirty
+/// index: a free no longer merges with its neighbours and an allocation no longer searches,
+/// removes and splits. Quick extents are dirty extents in all but the index: counted in the
+/// dirty cache, evicted like it (from the index first: an eviction that finds the index empty
+/// moves them all into it), and purged like it (the idle purge moves the idle ones into the
+/// index, where they merge with their neighbours, and returns them to the kernel with the rest).
+const QUICK_MAX_PAGES: usize = 8;
+const QUICK_DEPTH: usize = 1024;
+
+/// One shard's quick lists: `(chunk, first page)` of each extent, per size.
+struct Quick {
+    len: [u16; QUICK_MAX_PAGES],
+    entries: [[(u32, u32); QUICK_DEPTH]; QUICK_MAX_PAGES],
+}
+
+impl Quick {
+    const fn new() -> Self {
+        Self {
+            len: [0; QUICK_MAX_PAGES],
+            entries: [[(0, 0); QUICK_DEPTH]; QUICK_MAX_PAGES],
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len.iter().all(|&n| n == 0)
+    }
+
+    /// Room for an extent of `pages` pages.
+    fn has_room(&self, pages: usize) -> bool {
+        (1..=QUICK_MAX_PAGES).contains(&pages) && (self.len[pages - 1] as usize) < QUICK_DEPTH
+    }
+
+    fn push(&mut self, pages: usize, chunk: usize, start: usize) {
+        let n = &mut self.len[pages - 1];
+        self.entries[pages - 1][*n as usize] = (chunk as u32, start as u32);
+        *n += 1;
+    }
+
+    fn pop(&mut self, pages: usize) -> Option<(usize, usize)> {
+        let n = self.len.get_mut(pages.wrapping_sub(1))?;
+        *n = n.checked_sub(1)?;
+        let (chunk, start) = self.entries[pages - 1][*n as usize];
+        Some((chunk as usize, start as usize))
+    }
+
+    /// Takes out the extent of `pages` pages at `start` of `chunk`; false if not listed.
+    fn remove(&mut self, pages: usize, chunk: usize, start: usize) -> bool {
+        if !(1..=QUICK_MAX_PAGES).contains(&pages) {
+            return false;
+        }
+        let n = self.len[pages - 1] as usize;
+        let list = &mut self.entries[pages - 1];
+        match list[..n]
+            .iter()
+            .position(|&e| e == (chunk as u32, start as u32))
+        {
+            Some(i) => {
+                list.copy_within(i + 1..n, i);
+                self.len[pages - 1] -= 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes out, per size, the oldest extents (a list is in the order they were freed) for
+    /// which `idle(chunk, start)` holds, as (chunk, first page, pages).
+    fn take_idle(
+        &mut self,
+        mut idle: impl FnMut(usize, usize) -> bool,
+        mut out: impl FnMut(usize, usize, usize),
+    ) {
+        for size in 0..QUICK_MAX_PAGES {
+            let n = self.len[size] as usize;
+            let list = &mut self.entries[size];
+            let old = list[..n]
+                .iter()
+                .take_while(|&&(chunk, start)| idle(chunk as usize, start as usize))
+                .count();
+            for &(chunk, start) in &list[..old] {
+                out(chunk as usize, start as usize, size + 1);
+            }
+            list.copy_within(old..n, 0);
+            self.len[size] = (n - old) as u16;
+        }
+    }
+
+    #[cfg(any(test, feature = "invariants"))]
+    fn contains(&self, chunk: usize, start: usize, pages: usize) -> bool {
+        (1..=QUICK_MAX_PAGES).contains(&pages)
+            && self.entries[pages - 1][..self.len[pages - 1] as usize]
+                .contains(&(chunk as u32, start as u32))
+    }
+
+    #[cfg(any(test, feature = "invariants"))]
+    fn count(&self) -> usize {
+        self.len.iter().map(|&n| n as usize).sum()
+    }
+}
+
 /// Largest extent a tag can describe: 2^29 pages (2 TiB).
 const MAX_EXTENT_PAGES: usize = 1 << 29;
 
@@ -146,6 +264,8 @@ struct Chunk {
     sites: *mut u64,
     /// Pages `[bump, pages)` have never been handed out.
     bump: usize,
+    /// The placement it belongs to.
+    placement: u32,
 }
 
 impl Chunk {
@@ -228,6 +348,8 @@ struct State {
     /// Dirty free extents.
     dirty: FreeIndex,
     dirty_bytes: usize,
+    /// Dirty extents of a few pages kept out of the index for reuse by size.
+    quick: Quick,
     /// Index 0 is the default placement (created on first use).
     placements: Vec<Placement>,
 }
@@ -249,6 +371,7 @@ const fn shard(id: usize) -> FutexMutex<State> {
         free: FreeIndex::new(),
         dirty: FreeIndex::new(),
         dirty_bytes: 0,
+        quick: Quick::new(),
         placements: Vec::new(),
     })
 }
@@ -391,7 +514,7 @@ pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
             excess -= here;
         }
         on_free(extent);
-        state.insert_dirty(chunk, start_page, extent.len / PAGE_SIZE, now);
+        state.cache_dirty(chunk, start_page, extent.len / PAGE_SIZE, now);
         let purge = purge_due(now);
         if purge {
             state.purge_idle(now);
@@ -425,6 +548,10 @@ pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
 
 /// Whether the idle purge is due at tick `now`: true for one caller per tick.
 fn purge_due(now: u64) -> bool {
+    #[cfg(test)]
+    if tests::PURGE_OFF.load(Ordering::Relaxed) {
+        return false;
+    }
     LAST_PURGE_TICK.load(Ordering::Relaxed) != now
         && LAST_PURGE_TICK.swap(now, Ordering::Relaxed) != now
 }
@@ -468,7 +595,7 @@ pub fn for_each_live(mut f: impl FnMut(Extent, u64), then: impl FnOnce()) {
     for state in &states {
         for chunk in &state.chunks {
             for (page, pages, tag) in chunk.extents(0) {
-                if tag & TAG_ALLOCATED != 0 {
+                if is_live(tag) {
                     f(chunk.object(page, pages), chunk.site(page));
                 }
             }
@@ -511,8 +638,16 @@ pub fn grow_in_place(ptr: *mut u8, size: usize, on_change: impl FnOnce(Extent, E
     } else {
         let tag = c.tag(end);
         let free_pages = (tag >> TAG_PAGES_SHIFT) as usize;
-        if tag & TAG_ALLOCATED != 0 || free_pages < extra {
+        if is_live(tag) || free_pages < extra {
             return false;
+        }
+        if tag & TAG_QUICK == TAG_QUICK {
+            // Out of its quick list, it is a dirty extent like any other (below).
+            if !state.quick.remove(free_pages, chunk, end) {
+                return false;
+            }
+            state.dirty.insert(free_key(chunk, end, free_pages));
+            state.chunks[chunk].mark(end, free_pages, TAG_DIRTY);
         }
         Some((free_pages, tag & TAG_DIRTY != 0))
     };
@@ -591,7 +726,7 @@ pub fn snapshot_step(
             next = page;
             break;
         }
-        if tag & TAG_ALLOCATED != 0 {
+        if is_live(tag) {
             f(chunk.object(page, pages), chunk.site(page));
             reported += 1;
         }
@@ -612,6 +747,7 @@ pub fn trim() -> bool {
     let mut released = false;
     for shard in &SHARDS {
         let mut state = shard.lock();
+        state.flush_quick();
         released |= !state.dirty.is_empty();
         while !state.dirty.is_empty() {
             state.evict_largest_dirty();
@@ -675,7 +811,7 @@ impl State {
     fn check(&self) -> Result<(), alloc::string::String> {
         use alloc::format;
         let mut dirty_bytes = 0;
-        let (mut free_seen, mut dirty_seen) = (0, 0);
+        let (mut free_seen, mut dirty_seen, mut quick_seen) = (0, 0, 0);
         for (index, c) in self.chunks.iter().enumerate() {
             let mut page = 0;
             let mut previous_clean_free = false;
@@ -696,7 +832,13 @@ impl State {
                 }
                 let key = free_key(index, page, pages);
                 let clean_free = tag & (TAG_ALLOCATED | TAG_DIRTY) == 0;
-                if tag & TAG_ALLOCATED == 0 {
+                if tag & TAG_QUICK == TAG_QUICK {
+                    dirty_bytes += pages * PAGE_SIZE;
+                    quick_seen += 1;
+                    if !self.quick.contains(index, page, pages) {
+                        return Err(format!("quick extent {key:?} missing from the quick lists"));
+                    }
+                } else if tag & TAG_ALLOCATED == 0 {
                     if tag & TAG_DIRTY != 0 {
                         dirty_bytes += pages * PAGE_SIZE;
                         dirty_seen += 1;
@@ -718,6 +860,12 @@ impl State {
                 previous_clean_free = clean_free;
                 page += pages;
             }
+        }
+        if quick_seen != self.quick.count() {
+            return Err(format!(
+                "quick lists hold {} extents, the tags {quick_seen}",
+                self.quick.count()
+            ));
         }
         if free_seen != self.free.len() || dirty_seen != self.dirty.len() {
             return Err(format!(
@@ -801,7 +949,7 @@ impl State {
             return None;
         }
         let tag = c.tag(page);
-        if tag & TAG_ALLOCATED == 0 || tag & TAG_TAIL != 0 {
+        if !is_live(tag) || tag & TAG_TAIL != 0 {
             return None;
         }
         Some(Extent {
@@ -819,6 +967,13 @@ impl State {
         pages: usize,
         align_pages: usize,
     ) -> Option<(usize, usize, Contents)> {
+        if placement == DEFAULT_PLACEMENT && align_pages == 1 {
+            if let Some((chunk, start)) = self.quick.pop(pages) {
+                self.sub_dirty_bytes(pages * PAGE_SIZE);
+                self.chunks[chunk].mark(start, pages, TAG_ALLOCATED);
+                return Some((chunk, start, Contents::Dirty));
+            }
+        }
         if let Some((chunk, start)) = self.take_dirty(placement, pages, align_pages) {
             return Some((chunk, start, Contents::Dirty));
         }
@@ -853,6 +1008,35 @@ impl State {
             self.insert_dirty(chunk, start + pages, dirty_pages - pages, coarse_ticks());
         }
         Some((chunk, start))
+    }
+
+    /// Caches a freed extent: in its size's quick list if it has one with room, else in the
+    /// dirty index (`insert_dirty`). `cached` is when, in coarse ticks.
+    fn cache_dirty(&mut self, chunk: usize, start: usize, pages: usize, cached: u64) {
+        if self.chunks[chunk].placement != DEFAULT_PLACEMENT || !self.quick.has_room(pages) {
+            self.insert_dirty(chunk, start, pages, cached);
+            return;
+        }
+        self.add_dirty_bytes(pages * PAGE_SIZE);
+        let c = &mut self.chunks[chunk];
+        c.mark(start, pages, TAG_QUICK);
+        c.set_site(start, cached);
+        self.quick.push(pages, chunk, start);
+    }
+
+    /// Moves every quick-listed extent into the dirty index, where it merges with its dirty
+    /// neighbours and can be evicted or purged.
+    fn flush_quick(&mut self) {
+        // One at a time, in place: the lists are too large to copy onto an allocating thread's
+        // stack, which may be small.
+        for pages in 1..=QUICK_MAX_PAGES {
+            while let Some((chunk, start)) = self.quick.pop(pages) {
+                let cached = self.chunks[chunk].site(start);
+                // `insert_dirty` counts the bytes again.
+                self.sub_dirty_bytes(pages * PAGE_SIZE);
+                self.insert_dirty(chunk, start, pages, cached);
+            }
+        }
     }
 
     /// Adds a dirty free extent, merged with dirty free neighbours (as clean ones are merged
@@ -894,6 +1078,18 @@ impl State {
     /// Returns cached dirty extents idle for `DIRTY_IDLE_TICKS` to the kernel (a scan of the
     /// dirty set); runs at most once a tick for each shard, from frees (`purge_due`).
     fn purge_idle(&mut self, now: u64) {
+        // Idle quick-listed extents go to the index first, to be purged with the others below.
+        let mut idle_quick = Vec::new();
+        let chunks = &self.chunks;
+        self.quick.take_idle(
+            |chunk, start| now.saturating_sub(chunks[chunk].site(start)) >= DIRTY_IDLE_TICKS,
+            |chunk, start, pages| idle_quick.push((chunk, start, pages)),
+        );
+        for (chunk, start, pages) in idle_quick {
+            let cached = self.chunks[chunk].site(start);
+            self.sub_dirty_bytes(pages * PAGE_SIZE);
+            self.insert_dirty(chunk, start, pages, cached);
+        }
         if self.dirty.is_empty() {
             return;
         }
@@ -981,6 +1177,10 @@ impl State {
                 .filter_map(|p| self.dirty.largest(p))
                 .max_by_key(|key| key.pages);
             let Some(key) = largest else {
+                if !self.quick.is_empty() {
+                    self.flush_quick();
+                    continue;
+                }
                 self.sub_dirty_bytes(self.dirty_bytes);
                 return;
             };
@@ -1113,6 +1313,7 @@ impl State {
             tags: tags as *mut u32,
             sites: sites as *mut u64,
             bump: 0,
+            placement,
         });
         for owner in &GRANULE_OWNER[(base >> CHUNK_SHIFT)..((base + bytes) >> CHUNK_SHIFT)] {
             owner.store(code as u16, Ordering::Release);
@@ -1213,6 +1414,123 @@ mod tests {
     // The allocator state is global; these tests run serially through one lock of their own.
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+    /// Holds off the idle purge (which moves quick-listed extents into the dirty index), so a
+    /// test sees the quick lists whatever the clock does.
+    pub(super) static PURGE_OFF: AtomicBool = AtomicBool::new(false);
+
+    struct PurgeOff;
+    impl PurgeOff {
+        fn new() -> Self {
+            PURGE_OFF.store(true, Ordering::Relaxed);
+            PurgeOff
+        }
+    }
+    impl Drop for PurgeOff {
+        fn drop(&mut self) {
+            PURGE_OFF.store(false, Ordering::Relaxed);
+        }
+    }
+
+    fn quick_count() -> usize {
+        SHARDS[thread_shard()].lock().quick.count()
+    }
+
+    #[test]
+    fn small_frees_are_reused_by_size_from_the_quick_lists() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let _off = PurgeOff::new();
+        flush_dirty();
+        let guard_before = big(PAGE_SIZE, 8);
+        let (p, _) = alloc(3 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        let guard_after = big(PAGE_SIZE, 8);
+        // SAFETY: p is a live 3-page object.
+        unsafe { *p = 7 };
+        assert!(free(p, |_| {}).is_some());
+        assert_eq!(quick_count(), 1);
+        assert_eq!(cached_bytes(), 3 * PAGE_SIZE, "counted in the dirty cache");
+        // A quick-listed extent is no object: a second free, a lookup and a snapshot skip it.
+        assert!(free(p, |_| {}).is_none(), "double free refused");
+        assert!(extent_of(p).is_none());
+        let mut live = Vec::new();
+        for_each_live(|e, _| live.push(e.addr), || {});
+        assert!(!live.contains(&(p as usize)));
+        check_all();
+        // Another size does not take it; the same size does, dirty, as last freed first out.
+        let (q, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        assert_ne!(q, p);
+        let (r, contents) = alloc(3 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        assert_eq!((r, contents), (p, Contents::Dirty));
+        // SAFETY: r is p again, its contents kept.
+        assert_eq!(unsafe { *r }, 7);
+        assert_eq!(quick_count(), 0);
+        // Page-aligned requests of more than a page never come from the quick lists.
+        assert!(free(r, |_| {}).is_some());
+        let (s, _) = alloc(3 * PAGE_SIZE, 2 * PAGE_SIZE, 0, 0, |_| {}).unwrap();
+        assert_eq!(quick_count(), 1);
+        check_all();
+        for x in [q, s, guard_before, guard_after] {
+            assert!(free(x, |_| {}).is_some());
+        }
+        flush_dirty();
+        assert_eq!((quick_count(), cached_bytes()), (0, 0));
+        check_all();
+    }
+
+    #[test]
+    fn full_quick_lists_overflow_into_the_index_and_flushed_extents_merge() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let _off = PurgeOff::new();
+        flush_dirty();
+        // Adjacent 2-page objects, freed in address order: the first QUICK_DEPTH go to the
+        // quick list, the rest to the index, where they merge with each other.
+        let blocks: Vec<*mut u8> = (0..QUICK_DEPTH + 4)
+            .map(|_| big(2 * PAGE_SIZE, 8))
+            .collect();
+        let fence = big(PAGE_SIZE, 8);
+        for &b in &blocks {
+            assert!(free(b, |_| {}).is_some());
+        }
+        assert_eq!(quick_count(), QUICK_DEPTH);
+        assert_eq!(cached_bytes(), blocks.len() * 2 * PAGE_SIZE);
+        check_all();
+        // Moved into the index (as the idle purge does), all of them merge into one extent
+        // that serves a request for all their pages at once.
+        SHARDS[thread_shard()].lock().flush_quick();
+        assert_eq!(quick_count(), 0);
+        check_all();
+        let (whole, contents) = alloc(blocks.len() * 2 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        assert_eq!((whole, contents), (blocks[0], Contents::Dirty));
+        assert!(free(whole, |_| {}).is_some());
+        assert!(free(fence, |_| {}).is_some());
+        flush_dirty();
+        assert_eq!(cached_bytes(), 0);
+        check_all();
+    }
+
+    #[test]
+    fn eviction_reaches_quick_listed_extents() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let _off = PurgeOff::new();
+        flush_dirty();
+        let p = big(4 * PAGE_SIZE, 8);
+        let fence = big(PAGE_SIZE, 8);
+        assert!(free(p, |_| {}).is_some());
+        assert_eq!(quick_count(), 1);
+        // Only quick-listed memory is cached: evicting it must find it, not forget it.
+        SHARDS[thread_shard()].lock().evict_dirty(PAGE_SIZE);
+        assert_eq!(quick_count(), 0);
+        assert_eq!(
+            cached_bytes(),
+            3 * PAGE_SIZE,
+            "the tail page went back to the kernel"
+        );
+        check_all();
+        assert!(free(fence, |_| {}).is_some());
+        flush_dirty();
+        assert_eq!(cached_bytes(), 0);
+        check_all();
+    }
+
     fn big(size: usize, align: usize) -> *mut u8 {
         alloc(size, align, 0, 0, |_| {}).unwrap().0
     }
@@ -1240,7 +1558,7 @@ mod tests {
     fn dirty_extents_are_reused_and_reported_as_dirty() {
         let _g = SERIAL.lock().unwrap();
         flush_dirty();
-        let (p, contents) = alloc(8 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        let (p, contents) = alloc(12 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
         assert_eq!(contents, Contents::Zeroed);
         // SAFETY: p is a live 8-page object.
         unsafe { *p = 42 };
@@ -1249,16 +1567,16 @@ mod tests {
             free(p, |_| {}).is_none(),
             "double free of a dirty extent is refused"
         );
-        let (q, contents) = alloc(6 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        let (q, contents) = alloc(10 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
         assert_eq!(
             (q, contents),
             (p, Contents::Dirty),
             "reused, and says it is not zeroed"
         );
-        // The leftover 2 pages stay dirty and serve a 2-page request.
+        // (Sizes beyond the quick lists': this is the dirty index.) The leftover 2 pages stay dirty and serve a 2-page request.
         let (r, contents) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
         assert_eq!(contents, Contents::Dirty);
-        assert_eq!(r as usize, p as usize + 6 * PAGE_SIZE);
+        assert_eq!(r as usize, p as usize + 10 * PAGE_SIZE);
         assert!(free_clean(q).is_some());
         assert!(free_clean(r).is_some());
         assert_eq!(cached_bytes(), 0);
@@ -1268,8 +1586,8 @@ mod tests {
     fn dirty_neighbours_merge() {
         let _g = SERIAL.lock().unwrap();
         flush_dirty();
-        let a = big(2 * PAGE_SIZE, 8);
-        let b = big(3 * PAGE_SIZE, 8);
+        let a = big(10 * PAGE_SIZE, 8);
+        let b = big(11 * PAGE_SIZE, 8);
         let guard = big(PAGE_SIZE, 8);
         assert!(free(a, |_| {}).is_some());
         assert!(free(b, |_| {}).is_some());
@@ -1278,8 +1596,8 @@ mod tests {
         assert!(free(b, |_| {}).is_none(), "double free refused");
         assert!(extent_of(b).is_none());
         check_all();
-        // a and b merged: a 5-page request is served from them, dirty.
-        let (c, contents) = alloc(5 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        // a and b merged (sizes beyond the quick lists'): a 21-page request is served from them, dirty.
+        let (c, contents) = alloc(21 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
         assert_eq!((c, contents), (a, Contents::Dirty));
         assert!(free_clean(c).is_some());
         assert!(free_clean(guard).is_some());
