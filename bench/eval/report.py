@@ -31,7 +31,7 @@ DEFAULT_TIMELINE_CAPACITY = 0.25
 RUNS_FILE = "runs.jsonl"
 META_FILE = "meta.json"
 SUMMARY_FILE = "summary.md"
-META_KEYS = ["started", "command", "git", "kernel", "qemu"]
+META_KEYS = ["started", "command", "git", "icount", "kernel", "qemu"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -501,7 +501,7 @@ def overall_section(matrix):
 def meta_lines(meta):
     lines = []
     for key in META_KEYS:
-        if meta.get(key):
+        if meta.get(key) not in (None, ""):
             lines.append(f"- {key}: `{escape_cell(meta[key])}`")
     if lines:
         lines.append("")
