@@ -1031,12 +1031,17 @@ impl State {
         // stack, which may be small.
         for pages in 1..=QUICK_MAX_PAGES {
             while let Some((chunk, start)) = self.quick.pop(pages) {
-                let cached = self.chunks[chunk].site(start);
-                // `insert_dirty` counts the bytes again.
-                self.sub_dirty_bytes(pages * PAGE_SIZE);
-                self.insert_dirty(chunk, start, pages, cached);
+                self.quick_to_index(chunk, start, pages);
             }
         }
+    }
+
+    /// Puts an extent taken out of a quick list into the dirty index, with its cache time.
+    fn quick_to_index(&mut self, chunk: usize, start: usize, pages: usize) {
+        let cached = self.chunks[chunk].site(start);
+        // `insert_dirty` counts the bytes again.
+        self.sub_dirty_bytes(pages * PAGE_SIZE);
+        self.insert_dirty(chunk, start, pages, cached);
     }
 
     /// Adds a dirty free extent, merged with dirty free neighbours (as clean ones are merged
@@ -1086,9 +1091,7 @@ impl State {
             |chunk, start, pages| idle_quick.push((chunk, start, pages)),
         );
         for (chunk, start, pages) in idle_quick {
-            let cached = self.chunks[chunk].site(start);
-            self.sub_dirty_bytes(pages * PAGE_SIZE);
-            self.insert_dirty(chunk, start, pages, cached);
+            self.quick_to_index(chunk, start, pages);
         }
         if self.dirty.is_empty() {
             return;
