@@ -9,6 +9,8 @@
 //! |---|---|---|
 //! | `socket` | path | `--socket` |
 //! | `interval` | duration (`"2s"`, `"500ms"`) | `--interval` |
+//! | `startup-interval` | duration, or `"off"` | `--startup-interval` |
+//! | `startup-window` | duration | `--startup-window` |
 //! | `alpha` | number in (0, 1] | `--alpha` |
 //! | `fill` | number in (0, 1] | `--fill` |
 //! | `split` | size (bytes, or `"64M"`); default: 64M, or a 32nd of the fast tier when less | `--split` |
@@ -92,6 +94,8 @@ impl OneOrMany {
 pub struct DaemonFile {
     pub socket: Option<PathBuf>,
     pub interval: Option<String>,
+    pub startup_interval: Option<String>,
+    pub startup_window: Option<String>,
     pub alpha: Option<f64>,
     pub fill: Option<f64>,
     pub split: Option<SizeValue>,
@@ -125,7 +129,8 @@ impl DaemonFile {
     pub fn parse(text: &str) -> anyhow::Result<DaemonFile> {
         toml::from_str(text).map_err(|e| {
             anyhow::anyhow!(
-                "{}; the keys are the daemon's long options: socket, interval, alpha, fill, \
+                "{}; the keys are the daemon's long options: socket, interval, startup-interval, \
+                 startup-window, alpha, fill, \
                  split, prioritization, trigger, source, tiers, fast-capacity, fast-reserve, \
                  reclaim-cache, whole-records, proactive, warm-start, site-store, rate-limit, event, sample-period, ldlat, \
                  damon-sample, damon-aggregate, damon-regions",

@@ -106,6 +106,14 @@ struct DaemonArgs {
     /// Profiling interval (e.g. 2s, 500ms) [default: 2s].
     #[arg(long, value_parser = parse_duration)]
     interval: Option<Duration>,
+    /// Profiling interval while some attached process is younger than --startup-window, so
+    /// that a short program is planned for while it runs; "off" keeps --interval throughout
+    /// [default: 500ms].
+    #[arg(long, value_parser = parse_duration_or_off)]
+    startup_interval: Option<DurationOrOff>,
+    /// How long after it attaches a process is profiled at --startup-interval [default: 10s].
+    #[arg(long, value_parser = parse_duration)]
+    startup_window: Option<Duration>,
     /// EMA smoothing factor for sampled accesses, in (0, 1] [default: 0.1].
     #[arg(long, value_parser = parse_unit_fraction)]
     alpha: Option<f64>,
@@ -243,6 +251,19 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(value * scale))
 }
 
+/// A duration, or "off" (None).
+#[derive(Clone, Copy, Debug)]
+struct DurationOrOff(Option<Duration>);
+
+fn parse_duration_or_off(text: &str) -> Result<DurationOrOff, String> {
+    if text.trim() == "off" {
+        return Ok(DurationOrOff(None));
+    }
+    parse_duration(text)
+        .map(|d| DurationOrOff(Some(d)))
+        .map_err(|e| format!("{e}, or off"))
+}
+
 fn parse_unit_fraction(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
@@ -331,6 +352,20 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
         .or(text("interval", &file.interval, parse_duration)?)
     {
         config.interval = v;
+    }
+    if let Some(v) = args.startup_interval.or(text(
+        "startup-interval",
+        &file.startup_interval,
+        parse_duration_or_off,
+    )?) {
+        config.startup_interval = v.0;
+    }
+    if let Some(v) = args.startup_window.or(text(
+        "startup-window",
+        &file.startup_window,
+        parse_duration,
+    )?) {
+        config.startup_window = v;
     }
     if let Some(v) = args.alpha.or(fraction("alpha", file.alpha)?) {
         config.alpha = v;
@@ -704,8 +739,15 @@ fn attributed_share_line(last: &serde_json::Value) -> Option<String> {
 
 fn print_status(reply: &serde_json::Value) {
     let d = &reply["daemon"];
+    let startup = match d["startup_interval_ms"].as_u64() {
+        Some(ms) => format!(
+            " ({ms} ms for a process's first {} s)",
+            d["startup_window_seconds"].as_f64().unwrap_or(0.0)
+        ),
+        None => String::new(),
+    };
     println!(
-        "daemon pid {} up {:.0}s, source {}, interval {} ms, {} prioritization",
+        "daemon pid {} up {:.0}s, source {}, interval {} ms{startup}, {} prioritization",
         d["pid"],
         d["uptime_seconds"].as_f64().unwrap_or(0.0),
         d["source_detail"],
@@ -883,6 +925,39 @@ mod tests {
         std::fs::write(&file, "ldlat = 0\n").unwrap();
         let err = config_from(&["objtier", "daemon", "--config", path]).unwrap_err();
         assert!(format!("{err:#}").contains("1 to 65535"), "{err:#}");
+    }
+
+    #[test]
+    fn the_startup_interval_can_be_set_or_turned_off() {
+        let c = config_from(&["objtier", "daemon"]).unwrap();
+        assert_eq!(c.startup_interval, Some(Duration::from_millis(500)));
+        assert_eq!(c.startup_window, Duration::from_secs(10));
+        let c = config_from(&["objtier", "daemon", "--startup-interval", "off"]).unwrap();
+        assert_eq!(c.startup_interval, None);
+        let c = config_from(&[
+            "objtier",
+            "daemon",
+            "--startup-interval",
+            "250ms",
+            "--startup-window",
+            "30s",
+        ])
+        .unwrap();
+        assert_eq!(c.startup_interval, Some(Duration::from_millis(250)));
+        assert_eq!(c.startup_window, Duration::from_secs(30));
+        let err = config_from(&["objtier", "daemon", "--startup-interval", "soon"]).unwrap_err();
+        assert!(err.to_string().contains("or off"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("objtier.toml");
+        std::fs::write(
+            &file,
+            "startup-interval = \"off\"\nstartup-window = \"5s\"\n",
+        )
+        .unwrap();
+        let path = file.to_str().unwrap();
+        let c = config_from(&["objtier", "daemon", "--config", path]).unwrap();
+        assert_eq!(c.startup_interval, None);
+        assert_eq!(c.startup_window, Duration::from_secs(5));
     }
 
     fn config_from(args: &[&str]) -> anyhow::Result<DaemonConfig> {

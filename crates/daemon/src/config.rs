@@ -42,6 +42,10 @@ pub struct DaemonConfig {
     pub socket_path: PathBuf,
     /// Length of a profiling interval (2 s).
     pub interval: Duration,
+    /// The interval while some attached process is younger than `startup_window` (500 ms, 10 s;
+    /// see [`objtier_policy::next_interval`]); None keeps `interval` throughout.
+    pub startup_interval: Option<Duration>,
+    pub startup_window: Duration,
     /// EMA smoothing factor (0.1).
     pub alpha: f64,
     /// Share of each tier's capacity objtier fills (0.9).
@@ -110,6 +114,10 @@ impl DaemonConfig {
         Self {
             socket_path,
             interval: Duration::from_secs(2),
+            startup_interval: Some(Duration::from_millis(
+                objtier_policy::DEFAULT_STARTUP_INTERVAL_MS,
+            )),
+            startup_window: Duration::from_millis(objtier_policy::DEFAULT_STARTUP_WINDOW_MS),
             alpha: DEFAULT_ALPHA,
             fill: DEFAULT_FILL,
             split_bytes: None,

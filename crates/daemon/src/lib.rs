@@ -69,6 +69,9 @@ pub struct Daemon {
     pub started: Instant,
     pub totals: tiering::Totals,
     pub last_interval: Option<tiering::IntervalReport>,
+    /// Length of the interval under way: `config.interval`, or `config.startup_interval` while
+    /// a process is young ([`Daemon::next_interval_length`]).
+    pub interval_length: Duration,
     /// The tiering policy's four routines (built from the config, or a custom one given to
     /// [`run_with_policy`]).
     pub policy: objtier_policy::Policy,
@@ -219,6 +222,11 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
         tier_source = ?daemon.topology.tier_source,
         source = %daemon.source.describe(),
         interval_ms = daemon.config.interval.as_millis() as u64,
+        startup = %daemon.config.startup_interval.map_or("off".into(), |s| format!(
+            "{} ms for {} s",
+            s.as_millis(),
+            daemon.config.startup_window.as_secs_f64()
+        )),
         policy = %daemon.policy.describe(),
         proactive = %daemon.config.proactive,
         site_store = %site_store.as_ref().map_or("off".into(), |s| s.dir().display().to_string()),
@@ -253,6 +261,7 @@ impl Daemon {
         policy: objtier_policy::Policy,
     ) -> Daemon {
         Daemon {
+            interval_length: config.interval,
             config,
             topology,
             processes: BTreeMap::new(),
@@ -286,6 +295,23 @@ impl Daemon {
         objtier_policy::auto_split_bytes((0..contested).map(|tier| self.tier_capacity(tier)))
     }
 
+    /// How long the next interval lasts: shorter while an attached process is young
+    /// ([`objtier_policy::next_interval`]).
+    pub fn next_interval_length(&self) -> Duration {
+        let now = monotonic_ns();
+        let youngest_age = self
+            .processes
+            .values()
+            .map(|p| Duration::from_nanos(now.saturating_sub(p.attached_ns)))
+            .min();
+        objtier_policy::next_interval(
+            self.config.interval,
+            self.config.startup_interval,
+            self.config.startup_window,
+            youngest_age,
+        )
+    }
+
     /// What objtier may fill of a tier: its memory, the fastest capped by `--fast-capacity`.
     pub(crate) fn tier_capacity(&self, tier: usize) -> u64 {
         let capacity = self.topology.tier_bytes(tier).0;
@@ -297,7 +323,8 @@ impl Daemon {
 
     fn serve(&mut self, listener: &UnixListener) -> anyhow::Result<()> {
         let mut handshakes: Vec<Handshake> = Vec::new();
-        let mut next_interval = Instant::now() + self.config.interval;
+        self.interval_length = self.next_interval_length();
+        let mut next_interval = Instant::now() + self.interval_length;
         let mut idle_since = Some(Instant::now());
         let mut ever_attached = false;
         while !SHUTDOWN.load(Ordering::Relaxed) {
@@ -379,7 +406,8 @@ impl Daemon {
             self.source.poll();
             if Instant::now() >= next_interval {
                 self.interval();
-                next_interval += self.config.interval;
+                self.interval_length = self.next_interval_length();
+                next_interval += self.interval_length;
                 let deferred = self
                     .last_interval
                     .as_ref()
@@ -390,7 +418,7 @@ impl Daemon {
                     next_interval = Instant::now();
                 } else if next_interval < Instant::now() {
                     // The step overran: skip missed ticks.
-                    next_interval = Instant::now() + self.config.interval;
+                    next_interval = Instant::now() + self.interval_length;
                 }
             }
             if self.processes.is_empty() {

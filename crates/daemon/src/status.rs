@@ -79,6 +79,8 @@ pub fn status_json(d: &Daemon) -> Value {
             "uptime_seconds": d.started.elapsed().as_secs_f64(),
             "socket": d.config.socket_path,
             "interval_ms": d.config.interval.as_millis() as u64,
+            "startup_interval_ms": d.config.startup_interval.map(|s| s.as_millis() as u64),
+            "startup_window_seconds": d.config.startup_window.as_secs_f64(),
             "alpha": d.config.alpha,
             "fill": d.config.fill,
             "split_bytes": d.split_bytes(),

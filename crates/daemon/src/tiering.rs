@@ -61,6 +61,8 @@ pub struct Totals {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct IntervalReport {
     pub seconds_since_start: f64,
+    /// The interval's length: `--interval`, or `--startup-interval` while a process is young.
+    pub interval_ms: u64,
     pub duration_ms: u64,
     /// Observations the access source delivered (DAMON regions, perf samples, ...).
     pub observations: usize,
@@ -374,7 +376,7 @@ impl Daemon {
         // when accessed in each of the last two intervals: a page just migrated can look
         // accessed for one interval (the kernel may map the new copy young).
         let settled_ns =
-            PROACTIVE_SETTLED_INTERVALS as u64 * self.config.interval.as_nanos() as u64;
+            PROACTIVE_SETTLED_INTERVALS as u64 * self.interval_length.as_nanos() as u64;
         for (pi, id) in process_ids.iter().enumerate() {
             // A process's records are consecutive in the plan.
             let mine = spans.partition_point(|s| s.process < pi)
@@ -687,6 +689,7 @@ impl Daemon {
         let started = Instant::now();
         let mut report = IntervalReport {
             seconds_since_start: self.started.elapsed().as_secs_f64(),
+            interval_ms: self.interval_length.as_millis() as u64,
             ..IntervalReport::default()
         };
         // 1-2. Sample and aggregate.
@@ -1042,7 +1045,7 @@ impl Daemon {
         let rate_limit_bytes = self
             .config
             .rate_limit_bytes_per_second
-            .map(|rate| (rate as f64 * self.config.interval.as_secs_f64()) as u64);
+            .map(|rate| (rate as f64 * self.interval_length.as_secs_f64()) as u64);
         let (mut step_bytes, mut rate_limited) = (0u64, false);
         // Room for promotions before any demotion: free memory beyond twice the fill reserve.
         // Counting only one reserve was seen to be optimistic: the kernel keeps watermarks of
@@ -1056,7 +1059,7 @@ impl Daemon {
             // Migration work per interval is bounded by the interval: what is left is planned
             // again next interval with fresh samples (a new high-priority program, a phase
             // change), instead of the daemon going deaf for the whole of a long eviction.
-            if migration_started.elapsed() >= MIGRATION_INTERVALS_PER_STEP * self.config.interval {
+            if migration_started.elapsed() >= MIGRATION_INTERVALS_PER_STEP * self.interval_length {
                 report.deferred_pages += pages.len() as u64;
                 continue;
             }
@@ -1252,6 +1255,28 @@ mod tests {
     }
 
     /// The access source's ranges are derived again when, and only when, records come or go.
+    #[test]
+    fn intervals_are_short_while_a_process_is_young() {
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (p, _peer) = process();
+        let id = p.id;
+        let mut daemon = daemon_with(two_tiers(64 * MIB, 64 * MIB), p, &fake, &sys);
+        let (long, short) = (daemon.config.interval, daemon.config.startup_interval);
+        assert!(short.is_some_and(|s| s < long), "on by default");
+        daemon.processes.get_mut(&id).unwrap().attached_ns = crate::monotonic_ns();
+        assert_eq!(Some(daemon.next_interval_length()), short, "just attached");
+        daemon.config.startup_interval = None;
+        assert_eq!(daemon.next_interval_length(), long, "turned off");
+        daemon.config.startup_interval = short;
+        let window = daemon.config.startup_window.as_nanos() as u64;
+        daemon.processes.get_mut(&id).unwrap().attached_ns =
+            crate::monotonic_ns().saturating_sub(window + 1);
+        assert_eq!(daemon.next_interval_length(), long, "grown up");
+        daemon.processes.clear();
+        assert_eq!(daemon.next_interval_length(), long, "nobody attached");
+    }
+
     #[test]
     fn source_ranges_follow_the_records() {
         let sys = tempfile::tempdir().unwrap();

@@ -23,6 +23,30 @@ use objtier_wire::advice;
 pub const DEFAULT_ALPHA: f64 = 0.1;
 /// Default share of a tier's capacity objtier fills.
 pub const DEFAULT_FILL: f64 = 0.9;
+/// Default profiling interval while a process is young (see [`next_interval`]).
+pub const DEFAULT_STARTUP_INTERVAL_MS: u64 = 500;
+/// Default time after a process attaches during which it counts as young.
+pub const DEFAULT_STARTUP_WINDOW_MS: u64 = 10_000;
+
+/// How long the next profiling interval lasts. A process's objects become records at the
+/// interval after they are allocated, its first accesses are sampled in the one after that, and
+/// only then can a plan be informed: two intervals of 2 s are much of a program that runs for
+/// twenty. So while some attached process is younger than `startup_window`
+/// (`youngest_age`: the age of the youngest, None when none is attached), the interval is
+/// `startup_interval` instead; an interval never grows beyond `interval` because of this.
+/// `startup_interval` None keeps `interval` throughout.
+pub fn next_interval(
+    interval: std::time::Duration,
+    startup_interval: Option<std::time::Duration>,
+    startup_window: std::time::Duration,
+    youngest_age: Option<std::time::Duration>,
+) -> std::time::Duration {
+    match (startup_interval, youngest_age) {
+        (Some(short), Some(age)) if age < startup_window => short.min(interval),
+        _ => interval,
+    }
+}
+
 /// Default size above which an object is tracked as several records (the paper's), and the
 /// most [`auto_split_bytes`] picks.
 pub const DEFAULT_SPLIT_BYTES: u64 = 64 << 20;
@@ -723,6 +747,30 @@ pub fn proactive_placements(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_young_process_is_profiled_at_the_startup_interval() {
+        use std::time::Duration;
+        let (interval, short, window) = (
+            Duration::from_secs(2),
+            Duration::from_millis(500),
+            Duration::from_secs(10),
+        );
+        let at = |startup, age| next_interval(interval, startup, window, age);
+        assert_eq!(at(Some(short), Some(Duration::from_secs(3))), short);
+        assert_eq!(
+            at(Some(short), Some(window)),
+            interval,
+            "young until the window ends"
+        );
+        assert_eq!(at(Some(short), None), interval, "nobody attached");
+        assert_eq!(at(None, Some(Duration::ZERO)), interval, "turned off");
+        assert_eq!(
+            at(Some(Duration::from_secs(5)), Some(Duration::ZERO)),
+            interval,
+            "never longer than the interval"
+        );
+    }
 
     const MIB: u64 = 1 << 20;
 
