@@ -106,12 +106,13 @@ struct DaemonArgs {
     /// Profiling interval (e.g. 2s, 500ms) [default: 2s].
     #[arg(long, value_parser = parse_duration)]
     interval: Option<Duration>,
-    /// Profiling interval while some attached process is younger than --startup-window, so
-    /// that a short program is planned for while it runs; "off" keeps --interval throughout
-    /// [default: 500ms].
+    /// Profiling interval while a process younger than --startup-window waits for its first
+    /// plan informed by sampled accesses, so that a short program is planned for while it runs;
+    /// "off" keeps --interval throughout [default: 500ms].
     #[arg(long, value_parser = parse_duration_or_off)]
     startup_interval: Option<DurationOrOff>,
-    /// How long after it attaches a process is profiled at --startup-interval [default: 10s].
+    /// How long after it attaches a process may keep the daemon at --startup-interval
+    /// [default: 10s].
     #[arg(long, value_parser = parse_duration)]
     startup_window: Option<Duration>,
     /// EMA smoothing factor for sampled accesses, in (0, 1] [default: 0.1].

@@ -295,13 +295,14 @@ impl Daemon {
         objtier_policy::auto_split_bytes((0..contested).map(|tier| self.tier_capacity(tier)))
     }
 
-    /// How long the next interval lasts: shorter while an attached process is young
-    /// ([`objtier_policy::next_interval`]).
+    /// How long the next interval lasts: shorter while an attached process is young and has
+    /// not had its first plan informed by samples ([`objtier_policy::next_interval`]).
     pub fn next_interval_length(&self) -> Duration {
         let now = monotonic_ns();
         let youngest_age = self
             .processes
             .values()
+            .filter(|p| !p.planned)
             .map(|p| Duration::from_nanos(now.saturating_sub(p.attached_ns)))
             .min();
         objtier_policy::next_interval(

@@ -373,6 +373,11 @@ pub struct Process {
     pub socket: UnixStream,
     pub ring: RingMapping,
     pub attached_ns: u64,
+    /// Whether an enforcement has planned this process's records with some of their accesses
+    /// sampled: until then, a young process keeps the daemon at its startup interval.
+    pub planned: bool,
+    /// Whether any sampled access has been attributed to its records.
+    pub sampled: bool,
     pub objects: BTreeMap<u64, Object>,
     pub records: Records,
     /// Bumped whenever a record is added or removed, so that what is derived from the set of
@@ -495,6 +500,8 @@ impl Process {
             socket,
             ring,
             attached_ns: 0,
+            planned: false,
+            sampled: false,
             objects: BTreeMap::new(),
             records: Records::new(),
             records_generation: 0,

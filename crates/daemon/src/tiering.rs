@@ -519,6 +519,10 @@ impl Daemon {
             ..SinceEnforcement::default()
         };
         report.enforced = true;
+        // A process planned with samples of its own is no longer waiting for its first plan.
+        for p in self.processes.values_mut() {
+            p.planned |= p.sampled;
+        }
         report.trigger_reasons = reasons;
         true
     }
@@ -706,7 +710,9 @@ impl Daemon {
                         continue;
                     };
                     if let Some(p) = self.processes.get_mut(id) {
-                        attributed += p.attribute(o.start, o.end, o.weight, o.time_ns);
+                        let mine = p.attribute(o.start, o.end, o.weight, o.time_ns);
+                        p.sampled |= mine > 0.0;
+                        attributed += mine;
                     }
                 }
                 self.totals.sampled_weight += sampled;
@@ -1269,6 +1275,9 @@ mod tests {
         daemon.config.startup_interval = None;
         assert_eq!(daemon.next_interval_length(), long, "turned off");
         daemon.config.startup_interval = short;
+        daemon.processes.get_mut(&id).unwrap().planned = true;
+        assert_eq!(daemon.next_interval_length(), long, "planned once already");
+        daemon.processes.get_mut(&id).unwrap().planned = false;
         let window = daemon.config.startup_window.as_nanos() as u64;
         daemon.processes.get_mut(&id).unwrap().attached_ns =
             crate::monotonic_ns().saturating_sub(window + 1);
@@ -1730,13 +1739,23 @@ mod tests {
             time_ns: 1,
         };
         daemon.source = AccessSource::new(Box::new(Scripted(vec![vec![], vec![seen]].into())));
+        // Just attached: the daemon runs short intervals until the first informed plan.
+        let id = *daemon.processes.keys().next().unwrap();
+        daemon.processes.get_mut(&id).unwrap().attached_ns = crate::monotonic_ns();
+        let short = daemon.config.startup_interval;
         daemon.interval();
         let report = daemon.last_interval.clone().unwrap();
         assert!(!report.enforced && report.promoted_pages == 0, "{report:?}");
+        assert_eq!(Some(daemon.next_interval_length()), short, "nothing sampled yet");
         daemon.interval();
         let report = daemon.last_interval.clone().unwrap();
         assert!(report.enforced, "{report:?}");
         assert_eq!(report.promoted_pages, 512, "the hot object, once seen");
+        assert_eq!(
+            daemon.next_interval_length(),
+            daemon.config.interval,
+            "planned with samples: back to the long interval"
+        );
     }
 
     /// With `time:3` nothing moves until the third interval; with `alloc:SIZE` nothing moves

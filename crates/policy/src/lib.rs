@@ -31,10 +31,12 @@ pub const DEFAULT_STARTUP_WINDOW_MS: u64 = 10_000;
 /// How long the next profiling interval lasts. A process's objects become records at the
 /// interval after they are allocated, its first accesses are sampled in the one after that, and
 /// only then can a plan be informed: two intervals of 2 s are much of a program that runs for
-/// twenty. So while some attached process is younger than `startup_window`
-/// (`youngest_age`: the age of the youngest, None when none is attached), the interval is
-/// `startup_interval` instead; an interval never grows beyond `interval` because of this.
-/// `startup_interval` None keeps `interval` throughout.
+/// twenty. So while some process waiting for its first informed plan is younger than
+/// `startup_window` (`youngest_age`: the age of the youngest such process, None when there is
+/// none), the interval is `startup_interval` instead; an interval never grows beyond `interval`
+/// because of this. `startup_interval` None keeps `interval` throughout. Only the first plan
+/// comes early: planning every 500 ms after it made objtier swap pages back and forth on
+/// programs whose hot set moves while they load their data (redis, sqlite in the evaluation).
 pub fn next_interval(
     interval: std::time::Duration,
     startup_interval: Option<std::time::Duration>,
