@@ -107,9 +107,8 @@ struct DaemonArgs {
     #[arg(long, value_parser = parse_duration)]
     interval: Option<Duration>,
     /// Profiling interval while a process younger than --startup-window waits for its first
-    /// plan informed by sampled accesses (or for a new one, once its memory more than doubled
-    /// after the last), so that a short program is planned for while it runs; "off" keeps
-    /// --interval throughout [default: 500ms].
+    /// plan informed by sampled accesses, so that a short program is planned for while it runs;
+    /// "off" keeps --interval throughout [default: 500ms].
     #[arg(long, value_parser = parse_duration_or_off)]
     startup_interval: Option<DurationOrOff>,
     /// How long after it attaches a process may keep the daemon at --startup-interval
