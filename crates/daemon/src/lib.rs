@@ -295,18 +295,15 @@ impl Daemon {
         objtier_policy::auto_split_bytes((0..contested).map(|tier| self.tier_capacity(tier)))
     }
 
-    /// How long the next interval lasts: shorter while an attached process is young and waits
-    /// for a plan informed by samples: its first, or one after it outgrew the last
-    /// ([`objtier_policy::next_interval`]).
+    /// How long the next interval lasts: shorter while an attached process is young and has
+    /// not had its first plan informed by samples ([`objtier_policy::next_interval`]).
     pub fn next_interval_length(&self) -> Duration {
         let now = monotonic_ns();
-        let age = |p: &process::Process| Duration::from_nanos(now.saturating_sub(p.attached_ns));
-        // Age first: only a young process's objects are summed.
         let youngest_age = self
             .processes
             .values()
-            .filter(|p| age(p) < self.config.startup_window && p.awaits_plan())
-            .map(age)
+            .filter(|p| !p.planned)
+            .map(|p| Duration::from_nanos(now.saturating_sub(p.attached_ns)))
             .min();
         objtier_policy::next_interval(
             self.config.interval,

@@ -378,12 +378,6 @@ pub struct Process {
     pub planned: bool,
     /// Whether any sampled access has been attributed to its records.
     pub sampled: bool,
-    /// Bytes of its records that the access source had watched for an interval when its last
-    /// informed plan was made (see [`objtier_policy::outgrew_plan`]).
-    pub planned_bytes: u64,
-    /// Bytes of the records committed at the latest interval: the access source follows them
-    /// from then on, so no plan has seen their samples yet.
-    pub unwatched_bytes: u64,
     pub objects: BTreeMap<u64, Object>,
     pub records: Records,
     /// Bumped whenever a record is added or removed, so that what is derived from the set of
@@ -508,8 +502,6 @@ impl Process {
             attached_ns: 0,
             planned: false,
             sampled: false,
-            planned_bytes: 0,
-            unwatched_bytes: 0,
             objects: BTreeMap::new(),
             records: Records::new(),
             records_generation: 0,
@@ -1001,7 +993,6 @@ impl Process {
     /// ([`Records::tidy`]).
     pub fn commit_pending(&mut self) {
         let mut pending: Vec<(u64, Object)> = self.pending.drain().collect();
-        self.unwatched_bytes = pending.iter().map(|(_, o)| o.len).sum();
         // In address order: those past the last record are appended, not staged.
         pending.sort_unstable_by_key(|&(start, _)| start);
         for (start, object) in pending {
@@ -1046,14 +1037,6 @@ impl Process {
     /// Tracked bytes (records).
     pub fn tracked_bytes(&self) -> u64 {
         self.objects.values().map(|o| o.len).sum()
-    }
-
-    /// Whether it waits for a plan informed by samples: it never had one, or it has
-    /// [outgrown](objtier_policy::outgrew_plan) its last (allocations not yet records count).
-    pub fn awaits_plan(&self) -> bool {
-        let pending: u64 = self.pending.values().map(|o| o.len).sum();
-        !self.planned
-            || objtier_policy::outgrew_plan(self.planned_bytes, self.tracked_bytes() + pending)
     }
 }
 

@@ -519,13 +519,9 @@ impl Daemon {
             ..SinceEnforcement::default()
         };
         report.enforced = true;
-        // A process planned with samples of its own no longer waits for a plan, until it
-        // outgrows what this one saw: the records the source had watched for an interval.
+        // A process planned with samples of its own is no longer waiting for its first plan.
         for p in self.processes.values_mut() {
-            if p.sampled {
-                p.planned = true;
-                p.planned_bytes = p.tracked_bytes().saturating_sub(p.unwatched_bytes);
-            }
+            p.planned |= p.sampled;
         }
         report.trigger_reasons = reasons;
         true
@@ -1728,8 +1724,6 @@ mod tests {
 
     /// A trigger that fires before the source has seen any access waits for the first samples
     /// (DAMON's first interval has none), keeping what it counted, instead of planning blind.
-    /// A young process is profiled at the short interval until its first informed plan, and
-    /// again once it outgrew that plan, until a plan has seen its new data's samples.
     #[test]
     fn triggers_wait_for_the_first_samples() {
         let sys = tempfile::tempdir().unwrap();
@@ -1744,15 +1738,7 @@ mod tests {
             kind: crate::source::AccessKind::Any,
             time_ns: 1,
         };
-        // The program's main data comes after its first plan (16 MiB beside 11 MiB planned).
-        let data = 0x7100_0000_0000u64;
-        let seen_data = crate::source::Observation {
-            start: data,
-            end: data + 16 * MIB,
-            ..seen.clone()
-        };
-        let script = vec![vec![], vec![seen.clone()], vec![seen], vec![seen_data]];
-        daemon.source = AccessSource::new(Box::new(Scripted(script.into())));
+        daemon.source = AccessSource::new(Box::new(Scripted(vec![vec![], vec![seen]].into())));
         // Just attached: the daemon runs short intervals until the first informed plan.
         let id = *daemon.processes.keys().next().unwrap();
         daemon.processes.get_mut(&id).unwrap().attached_ns = crate::monotonic_ns();
@@ -1760,11 +1746,7 @@ mod tests {
         daemon.interval();
         let report = daemon.last_interval.clone().unwrap();
         assert!(!report.enforced && report.promoted_pages == 0, "{report:?}");
-        assert_eq!(
-            Some(daemon.next_interval_length()),
-            short,
-            "nothing sampled yet"
-        );
+        assert_eq!(Some(daemon.next_interval_length()), short, "nothing sampled yet");
         daemon.interval();
         let report = daemon.last_interval.clone().unwrap();
         assert!(report.enforced, "{report:?}");
@@ -1773,31 +1755,6 @@ mod tests {
             daemon.next_interval_length(),
             daemon.config.interval,
             "planned with samples: back to the long interval"
-        );
-        let p = daemon.processes.get_mut(&id).unwrap();
-        push(p, EventKind::Alloc, data, 16 * MIB, 0);
-        p.drain();
-        fake.lock().unwrap().place(pid, data, 16 * MIB, 1);
-        assert_eq!(
-            Some(daemon.next_interval_length()),
-            short,
-            "outgrew its plan: short again"
-        );
-        daemon.interval();
-        let report = daemon.last_interval.clone().unwrap();
-        assert!(report.enforced, "{report:?}");
-        assert_eq!(
-            Some(daemon.next_interval_length()),
-            short,
-            "planned as the data became a record: no plan has seen its samples yet"
-        );
-        daemon.interval();
-        let report = daemon.last_interval.clone().unwrap();
-        assert!(report.enforced, "{report:?}");
-        assert_eq!(
-            daemon.next_interval_length(),
-            daemon.config.interval,
-            "planned with the data's samples"
         );
     }
 

@@ -28,21 +28,6 @@ pub const DEFAULT_STARTUP_INTERVAL_MS: u64 = 500;
 /// Default time after a process attaches during which it counts as young.
 pub const DEFAULT_STARTUP_WINDOW_MS: u64 = 10_000;
 
-/// What a young process's tracked memory must grow by, after its last plan informed by samples,
-/// before it counts as waiting for a plan again ([`outgrew_plan`]).
-pub const STARTUP_REPLAN_MIN_GROWTH_BYTES: u64 = 4 << 20;
-
-/// Whether a process that had `planned_bytes` of records when its last informed plan was made
-/// has since outgrown it: its tracked memory (`bytes_now`) more than doubled, by at least
-/// [`STARTUP_REPLAN_MIN_GROWTH_BYTES`]. A program that allocates its main data after a first
-/// plan of its start-up objects (HPC Challenge allocates each kernel's arrays in turn) would
-/// otherwise wait a whole long interval for the plan that sees that data; doubling bounds the
-/// re-plans to a few in the start-up window, however steadily a program grows.
-pub fn outgrew_plan(planned_bytes: u64, bytes_now: u64) -> bool {
-    bytes_now / 2 > planned_bytes
-        && bytes_now.saturating_sub(planned_bytes) >= STARTUP_REPLAN_MIN_GROWTH_BYTES
-}
-
 /// How long the next profiling interval lasts. A process's objects become records at the
 /// interval after they are allocated, its first accesses are sampled in the one after that, and
 /// only then can a plan be informed: two intervals of 2 s are much of a program that runs for
@@ -51,8 +36,7 @@ pub fn outgrew_plan(planned_bytes: u64, bytes_now: u64) -> bool {
 /// none), the interval is `startup_interval` instead; an interval never grows beyond `interval`
 /// because of this. `startup_interval` None keeps `interval` throughout. Only the first plan
 /// comes early: planning every 500 ms after it made objtier swap pages back and forth on
-/// programs whose hot set moves while they load their data (redis, sqlite in the evaluation);
-/// a young process that [outgrew](outgrew_plan) its plan waits for one again.
+/// programs whose hot set moves while they load their data (redis, sqlite in the evaluation).
 pub fn next_interval(
     interval: std::time::Duration,
     startup_interval: Option<std::time::Duration>,
@@ -791,15 +775,6 @@ mod tests {
     }
 
     const MIB: u64 = 1 << 20;
-
-    #[test]
-    fn a_process_outgrows_its_plan_when_its_memory_more_than_doubles() {
-        assert!(outgrew_plan(11 * MIB, 27 * MIB));
-        assert!(!outgrew_plan(11 * MIB, 22 * MIB), "doubled, not more");
-        assert!(!outgrew_plan(MIB, 3 * MIB), "by less than 4 MiB");
-        assert!(outgrew_plan(0, 4 * MIB), "nothing was planned");
-        assert!(!outgrew_plan(64 * MIB, 32 * MIB), "shrank");
-    }
 
     /// A deterministic stream of pseudo-random words (xorshift64) from a nonzero `state`.
     pub(crate) fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
