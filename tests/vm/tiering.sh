@@ -77,7 +77,10 @@ small-fast)
 	else
 		fail damon-observations-land-on-the-hot-objects; daemon_log
 	fi
-	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 10; then
+	# 12 s: with 2 s intervals this took 5 s; the 500 ms start-up interval plans first while
+	# tierbench is still allocating, and the plan that sees every object comes 2 s later
+	# (7.6 and 9.2 s seen on a quiet host, 11.5 s on a loaded one under a daemon that re-planned).
+	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 12; then
 		pass objtier-promotes-hot-objects
 	else
 		fail objtier-promotes-hot-objects; daemon_log
