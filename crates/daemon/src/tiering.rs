@@ -1746,7 +1746,11 @@ mod tests {
         daemon.interval();
         let report = daemon.last_interval.clone().unwrap();
         assert!(!report.enforced && report.promoted_pages == 0, "{report:?}");
-        assert_eq!(Some(daemon.next_interval_length()), short, "nothing sampled yet");
+        assert_eq!(
+            Some(daemon.next_interval_length()),
+            short,
+            "nothing sampled yet"
+        );
         daemon.interval();
         let report = daemon.last_interval.clone().unwrap();
         assert!(report.enforced, "{report:?}");
