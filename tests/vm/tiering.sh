@@ -77,10 +77,10 @@ small-fast)
 	else
 		fail damon-observations-land-on-the-hot-objects; daemon_log
 	fi
-	# 12 s here and in the scenarios below: with 2 s intervals this took 5 s; the 500 ms
+	# 15 s here and in the scenarios below: with 2 s intervals this took 5 s; the 500 ms
 	# start-up interval plans first while tierbench is still allocating, and the plan that sees
-	# every object comes an interval (2 s) later: 7.2-10.3 s seen on a quiet host.
-	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 12; then
+	# every object comes an interval (2 s) or more later: 7.2-11.4 s seen on a quiet host.
+	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 15; then
 		pass objtier-promotes-hot-objects
 	else
 		fail objtier-promotes-hot-objects; daemon_log
@@ -120,7 +120,7 @@ capped)
 	if python3 $CHECK "$WORK/plain.json" --below 0.4; then pass capped-baseline-starts-slow; else fail capped-baseline-starts-slow; fi
 	"$BIN/objtier" run --fast-capacity 256M --daemon-log "$WORK/daemon.log" -- "$BIN/tierbench" \
 		hotcold --objects 8 --size 96M --hot 2 --seconds 25 --first-touch slow --json > "$WORK/objtier.json"
-	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 12 --max-fast-bytes $((256 << 20)); then
+	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 15 --max-fast-bytes $((256 << 20)); then
 		pass objtier-promotes-within-fast-capacity
 	else
 		fail objtier-promotes-within-fast-capacity; daemon_log
@@ -169,7 +169,7 @@ three-tier)
 	if python3 $CHECK "$WORK/plain.json" --below 0.4; then pass three-tier-baseline-in-dram; else fail three-tier-baseline-in-dram; fi
 	"$BIN/objtier" run --daemon-log "$WORK/daemon.log" -- "$BIN/tierbench" hotcold \
 		--objects 8 --size 96M --hot 2 --seconds 20 --json > "$WORK/objtier.json"
-	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 12; then
+	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 15; then
 		pass objtier-promotes-into-the-fastest-of-three-tiers
 	else
 		fail objtier-promotes-into-the-fastest-of-three-tiers; daemon_log
@@ -468,7 +468,7 @@ cache-room)
 	"$BIN/objtier" run --daemon-log "$WORK/daemon.log" -- "$BIN/tierbench" hotcold --objects 8 \
 		--size 96M --hot 2 --seconds 25 --first-touch slow --json >"$WORK/objtier.json"
 	echo "   node 0 after: $(($(node0 MemFree) >> 10)) MiB free, $(($(node0 'Inactive(file)') >> 10)) MiB cold file cache"
-	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 12; then
+	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 15; then
 		pass objtier-promotes-into-cold-file-cache
 	else
 		fail objtier-promotes-into-cold-file-cache; daemon_log
