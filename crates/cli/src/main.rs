@@ -107,8 +107,8 @@ struct DaemonArgs {
     #[arg(long, value_parser = parse_duration)]
     interval: Option<Duration>,
     /// Profiling interval while a process younger than --startup-window waits for its first
-    /// plan informed by sampled accesses, so that a short program is planned for while it runs;
-    /// "off" keeps --interval throughout [default: 500ms].
+    /// plan informed by sampled accesses, so that a short program is planned for while it runs
+    /// (e.g. 500ms); "off" keeps --interval throughout [default: off].
     #[arg(long, value_parser = parse_duration_or_off)]
     startup_interval: Option<DurationOrOff>,
     /// How long after it attaches a process may keep the daemon at --startup-interval
@@ -931,8 +931,10 @@ mod tests {
     #[test]
     fn the_startup_interval_can_be_set_or_turned_off() {
         let c = config_from(&["objtier", "daemon"]).unwrap();
-        assert_eq!(c.startup_interval, Some(Duration::from_millis(500)));
+        assert_eq!(c.startup_interval, None, "off by default");
         assert_eq!(c.startup_window, Duration::from_secs(10));
+        let c = config_from(&["objtier", "daemon", "--startup-interval", "500ms"]).unwrap();
+        assert_eq!(c.startup_interval, Some(Duration::from_millis(500)));
         let c = config_from(&["objtier", "daemon", "--startup-interval", "off"]).unwrap();
         assert_eq!(c.startup_interval, None);
         let c = config_from(&[

@@ -114,9 +114,9 @@ impl DaemonConfig {
         Self {
             socket_path,
             interval: Duration::from_secs(2),
-            startup_interval: Some(Duration::from_millis(
-                objtier_policy::DEFAULT_STARTUP_INTERVAL_MS,
-            )),
+            // Off: the start-up interval made the first full plan late and variable when a
+            // program was still allocating (see objtier_policy::next_interval).
+            startup_interval: None,
             startup_window: Duration::from_millis(objtier_policy::DEFAULT_STARTUP_WINDOW_MS),
             alpha: DEFAULT_ALPHA,
             fill: DEFAULT_FILL,

@@ -1268,13 +1268,15 @@ mod tests {
         let (p, _peer) = process();
         let id = p.id;
         let mut daemon = daemon_with(two_tiers(64 * MIB, 64 * MIB), p, &fake, &sys);
-        let (long, short) = (daemon.config.interval, daemon.config.startup_interval);
-        assert!(short.is_some_and(|s| s < long), "on by default");
+        let long = daemon.config.interval;
         daemon.processes.get_mut(&id).unwrap().attached_ns = crate::monotonic_ns();
-        assert_eq!(Some(daemon.next_interval_length()), short, "just attached");
-        daemon.config.startup_interval = None;
+        assert_eq!(daemon.config.startup_interval, None, "off by default");
         assert_eq!(daemon.next_interval_length(), long, "turned off");
+        let short = Some(std::time::Duration::from_millis(
+            objtier_policy::DEFAULT_STARTUP_INTERVAL_MS,
+        ));
         daemon.config.startup_interval = short;
+        assert_eq!(Some(daemon.next_interval_length()), short, "just attached");
         daemon.processes.get_mut(&id).unwrap().planned = true;
         assert_eq!(daemon.next_interval_length(), long, "planned once already");
         daemon.processes.get_mut(&id).unwrap().planned = false;
@@ -1742,7 +1744,8 @@ mod tests {
         // Just attached: the daemon runs short intervals until the first informed plan.
         let id = *daemon.processes.keys().next().unwrap();
         daemon.processes.get_mut(&id).unwrap().attached_ns = crate::monotonic_ns();
-        let short = daemon.config.startup_interval;
+        let short = Some(std::time::Duration::from_millis(500));
+        daemon.config.startup_interval = short;
         daemon.interval();
         let report = daemon.last_interval.clone().unwrap();
         assert!(!report.enforced && report.promoted_pages == 0, "{report:?}");
