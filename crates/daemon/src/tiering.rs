@@ -80,6 +80,9 @@ pub struct IntervalReport {
     pub promoted_pages: u64,
     pub demoted_pages: u64,
     pub failed_pages: u64,
+    /// This step's failed page moves by direction and errno name ("promote ENOMEM": the
+    /// faster tier had no room for what the plan thought would fit).
+    pub failures: BTreeMap<String, u64>,
     /// Pages left for the next interval because this one's migration time ran out.
     pub deferred_pages: u64,
     /// Pages left for the next interval by the migration rate limit (`--rate-limit`).
@@ -942,9 +945,17 @@ impl Daemon {
                 continue;
             }
             let (_, room) = self.tier_room(tier);
-            budgets.push(TierBudget {
-                budget_bytes: tier_budget(self.tier_capacity(tier), room, ours, self.config.fill),
-            });
+            let budget_bytes = tier_budget(self.tier_capacity(tier), room, ours, self.config.fill);
+            tracing::debug!(
+                tier,
+                capacity_mib = self.tier_capacity(tier) >> 20,
+                free_mib = self.topology.tier_bytes(tier).1 >> 20,
+                room_mib = room >> 20,
+                ours_mib = ours >> 20,
+                budget_mib = budget_bytes >> 20,
+                "tier budget"
+            );
+            budgets.push(TierBudget { budget_bytes });
         }
         report.budget_bytes_by_tier = budgets.iter().map(|b| b.budget_bytes).collect();
         let order = self.policy.prioritize.order(candidates);
@@ -1053,13 +1064,18 @@ impl Daemon {
             .rate_limit_bytes_per_second
             .map(|rate| (rate as f64 * self.interval_length.as_secs_f64()) as u64);
         let (mut step_bytes, mut rate_limited) = (0u64, false);
-        // Room for promotions before any demotion: free memory beyond twice the fill reserve.
-        // Counting only one reserve was seen to be optimistic: the kernel keeps watermarks of
-        // its own, and refused promotions cost a whole step (they are only retried next time).
+        // Room for promotions before any demotion: free memory beyond the fill reserve,
+        // negative when the tier is fuller than that (first touch leaves a node at the
+        // kernel's watermark, and the budget then gives the reserve back). Demotions come first
+        // until the reserve is free again; then each promotion follows the demotions that make
+        // its room. With the room counted from zero, promotions had only the room of the
+        // demotion before them, free memory stayed at the watermark through the step, and
+        // thousands of pages a step failed with ENOMEM (the tiered-VM test small-fast). Twice
+        // the reserve put 90 MiB of demotions before the first promotion there.
         let fast_room_pages = {
             let (capacity, free) = self.topology.tier_bytes(0);
             let reserve = (capacity as f64 * (1.0 - self.config.fill)) as u64;
-            free.saturating_sub(2 * reserve) as i64 / PAGE_SIZE as i64
+            (free as i64 - reserve as i64) / PAGE_SIZE as i64
         };
         for (pi, tier, pages, demote) in schedule_batches(demotions, promotions, fast_room_pages) {
             // Migration work per interval is bounded by the interval: what is left is planned
@@ -1108,11 +1124,13 @@ impl Daemon {
             let moved = status.iter().filter(|&&s| s == node as i32).count() as u64;
             let failed = status.len() as u64 - moved;
             for &s in status.iter().filter(|&&s| s < 0) {
-                *self
-                    .totals
-                    .failures_by_errno
-                    .entry(errno_name(-s))
+                let name = errno_name(-s);
+                let direction = if demote { "demote" } else { "promote" };
+                *report
+                    .failures
+                    .entry(format!("{direction} {name}"))
                     .or_default() += 1;
+                *self.totals.failures_by_errno.entry(name).or_default() += 1;
             }
             if demote {
                 report.demoted_pages += moved;
@@ -1164,6 +1182,7 @@ impl Daemon {
                 rate_limited_pages = report.rate_limited_pages,
                 huge_page_splits = report.huge_page_splits,
                 duration_ms = report.duration_ms,
+                failures = ?report.failures,
                 "migrated"
             );
         }
@@ -1221,8 +1240,9 @@ mod tests {
         daemon
     }
 
-    /// Nine cold 1 MiB objects filling a 10 MiB fast tier (0.9 fill, nothing free) and a hot
-    /// 2 MiB object in the slow tier, placed in `fake`. Returns the daemon and the hot object.
+    /// Nine cold 1 MiB objects filling a 10 MiB fast tier to its 0.9 fill (the 1 MiB reserve
+    /// free) and a hot 2 MiB object in the slow tier, placed in `fake`. Returns the daemon and
+    /// the hot object.
     fn hot_object_behind_a_full_fast_tier(
         fake: &Arc<Mutex<RecordingPageMover>>,
         sys: &tempfile::TempDir,
@@ -1240,7 +1260,7 @@ mod tests {
         fake.lock().unwrap().place(pid, hot, 2 * MIB, 1);
         p.drain();
         p.records.get_mut(hot).unwrap().interval_accesses = 100.0;
-        (daemon_with(two_tiers(10 * MIB, 0), p, fake, sys), hot)
+        (daemon_with(two_tiers(10 * MIB, MIB), p, fake, sys), hot)
     }
 
     /// Records are a 32nd of the fast tier at most (64 MiB beside a large one), a fast-tier cap
@@ -1528,6 +1548,62 @@ mod tests {
             (0, 0),
             "nothing to move back"
         );
+    }
+
+    /// Promotions wait for the demotions that make their room, and for those that bring a
+    /// fuller tier back to its reserve (negative room); the rest of the demotions follow.
+    #[test]
+    fn batches_make_room_before_each_promotion() {
+        let pages = |n: usize, from: u64| (0..n as u64).map(|i| from + i).collect::<Vec<u64>>();
+        use super::{schedule_batches, BATCH_PAGES};
+        let down = vec![(0, 1, pages(4 * BATCH_PAGES, 0))];
+        let up = vec![(0, 0, pages(BATCH_PAGES, 1 << 40))];
+        let order = |room: i64| {
+            schedule_batches(down.clone(), up.clone(), room)
+                .iter()
+                .map(|(_, _, _, demote)| if *demote { 'd' } else { 'p' })
+                .collect::<String>()
+        };
+        assert_eq!(
+            order(BATCH_PAGES as i64),
+            "pdddd",
+            "room enough: promote first"
+        );
+        assert_eq!(order(0), "dpddd", "each promotion after its room");
+        assert_eq!(
+            order(-2 * BATCH_PAGES as i64),
+            "dddpd",
+            "the reserve back first"
+        );
+    }
+
+    /// First touch filled the fast tier past its fill (nothing free, as the kernel leaves a
+    /// node at its watermark): the plan gives the reserve back, and the demotions that free it
+    /// come before the promotion, so the promotion never meets a full node.
+    #[test]
+    fn a_tier_filled_past_its_reserve_gives_the_reserve_back_first() {
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut daemon, hot) = hot_object_behind_a_full_fast_tier(&fake, &sys);
+        daemon.topology = two_tiers(10 * MIB, 0);
+        daemon.interval();
+
+        let fake = fake.lock().unwrap();
+        let moves = fake.moves();
+        let promotion = moves.iter().position(|(node, _)| *node == 0).unwrap();
+        let demoted_before: usize = moves[..promotion].iter().map(|(_, p)| p.len()).sum();
+        assert_eq!(
+            demoted_before as u64,
+            3 * MIB / 4096,
+            "the hot object's room and the reserve, before it moves: {moves:?}"
+        );
+        assert!(moves[promotion]
+            .1
+            .iter()
+            .all(|&a| a >= hot && a < hot + 2 * MIB));
+        assert_eq!(fake.pages_on(0) as u64, 8 * MIB / 4096, "1 MiB free again");
+        let report = daemon.last_interval.as_ref().unwrap();
+        assert_eq!((report.demoted_pages, report.promoted_pages), (768, 512));
     }
 
     /// The whole interval against a recording fake kernel: a hot object in the slow tier and a

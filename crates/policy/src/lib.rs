@@ -548,7 +548,10 @@ pub struct Part {
 }
 
 /// Budget of a tier: `fill` of its capacity, but never more than what objtier already holds
-/// there plus what is free beyond the reserve the fill leaves for new allocations.
+/// there plus what is free, less the reserve the fill leaves for new allocations. A tier
+/// fuller than that (first touch fills a node to the kernel's watermark) gets a budget below
+/// what objtier holds there, so the plan gives the reserve back: with free memory at the
+/// watermark, promotions into the tier fail with ENOMEM.
 pub fn tier_budget(
     capacity_bytes: u64,
     free_bytes: u64,
@@ -557,7 +560,7 @@ pub fn tier_budget(
 ) -> u64 {
     let by_fill = (capacity_bytes as f64 * fill) as u64;
     let reserve = capacity_bytes.saturating_sub(by_fill);
-    let physically = objtier_resident_bytes + free_bytes.saturating_sub(reserve);
+    let physically = (objtier_resident_bytes + free_bytes).saturating_sub(reserve);
     by_fill.min(physically)
 }
 
@@ -1263,6 +1266,19 @@ mod tests {
         let b = tier_budget(512 * MIB, 100 * MIB, 50 * MIB, 0.9);
         assert!(b < 100 * MIB && b > 90 * MIB, "{b}");
         assert_eq!(tier_budget(1000, 1000, 0, 0.9), 900);
+        // First touch filled the node: 14 MiB free of 512, 415 MiB ours. The budget gives the
+        // reserve (51.2 MiB) back.
+        let b = tier_budget(512 * MIB, 14 * MIB, 415 * MIB, 0.9);
+        assert_eq!(
+            b,
+            415 * MIB + 14 * MIB - (512 * MIB - (512.0 * MIB as f64 * 0.9) as u64)
+        );
+        assert!(b < 415 * MIB - 37 * MIB, "{b}");
+        assert_eq!(
+            tier_budget(1000, 10, 50, 0.9),
+            0,
+            "less than the reserve in all"
+        );
     }
 
     #[test]
