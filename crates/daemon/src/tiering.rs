@@ -945,10 +945,11 @@ impl Daemon {
                 continue;
             }
             let (_, room) = self.tier_room(tier);
-            let budget_bytes = tier_budget(self.tier_capacity(tier), room, ours, self.config.fill);
+            let capacity = self.tier_capacity(tier);
+            let budget_bytes = tier_budget(capacity, room, ours, self.config.fill);
             tracing::debug!(
                 tier,
-                capacity_mib = self.tier_capacity(tier) >> 20,
+                capacity_mib = capacity >> 20,
                 free_mib = self.topology.tier_bytes(tier).1 >> 20,
                 room_mib = room >> 20,
                 ours_mib = ours >> 20,
@@ -1074,7 +1075,7 @@ impl Daemon {
         // the reserve put 90 MiB of demotions before the first promotion there.
         let fast_room_pages = {
             let (capacity, free) = self.topology.tier_bytes(0);
-            let reserve = (capacity as f64 * (1.0 - self.config.fill)) as u64;
+            let reserve = objtier_policy::fill_reserve(capacity, self.config.fill);
             (free as i64 - reserve as i64) / PAGE_SIZE as i64
         };
         for (pi, tier, pages, demote) in schedule_batches(demotions, promotions, fast_room_pages) {

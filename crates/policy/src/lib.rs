@@ -547,6 +547,11 @@ pub struct Part {
     pub bytes: u64,
 }
 
+/// What `fill` leaves free of a tier's capacity for new allocations.
+pub fn fill_reserve(capacity_bytes: u64, fill: f64) -> u64 {
+    capacity_bytes.saturating_sub((capacity_bytes as f64 * fill) as u64)
+}
+
 /// Budget of a tier: `fill` of its capacity, but never more than what objtier already holds
 /// there plus what is free, less the reserve the fill leaves for new allocations. A tier
 /// fuller than that (first touch fills a node to the kernel's watermark) gets a budget below
@@ -559,7 +564,7 @@ pub fn tier_budget(
     fill: f64,
 ) -> u64 {
     let by_fill = (capacity_bytes as f64 * fill) as u64;
-    let reserve = capacity_bytes.saturating_sub(by_fill);
+    let reserve = fill_reserve(capacity_bytes, fill);
     let physically = (objtier_resident_bytes + free_bytes).saturating_sub(reserve);
     by_fill.min(physically)
 }
