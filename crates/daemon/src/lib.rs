@@ -326,6 +326,9 @@ impl Daemon {
         let mut handshakes: Vec<Handshake> = Vec::new();
         self.interval_length = self.next_interval_length();
         let mut next_interval = Instant::now() + self.interval_length;
+        // Halfway through each interval, objects allocated in its first half become records
+        // (`follow_new_objects`), so they are sampled before it ends.
+        let mut follow_at = Some(Instant::now() + self.interval_length / 2);
         let mut idle_since = Some(Instant::now());
         let mut ever_attached = false;
         while !SHUTDOWN.load(Ordering::Relaxed) {
@@ -405,6 +408,11 @@ impl Daemon {
                 p.drain();
             }
             self.source.poll();
+            if follow_at.is_some_and(|at| Instant::now() >= at) && Instant::now() < next_interval {
+                follow_at = None;
+                // Errors are logged; the interval's own call reports them.
+                let _ = self.follow_new_objects();
+            }
             if Instant::now() >= next_interval {
                 self.interval();
                 self.interval_length = self.next_interval_length();
@@ -421,6 +429,7 @@ impl Daemon {
                     // The step overran: skip missed ticks.
                     next_interval = Instant::now() + self.interval_length;
                 }
+                follow_at = next_interval.checked_sub(self.interval_length / 2);
             }
             if self.processes.is_empty() {
                 let since = *idle_since.get_or_insert_with(Instant::now);

@@ -692,6 +692,47 @@ fn errno_name(errno: i32) -> String {
 }
 
 impl Daemon {
+    /// Makes the allocations buffered since the last call records, and has the access source
+    /// follow every process's records (a process's ranges are derived again only when its set
+    /// of records changed). Called at each interval and once in its middle
+    /// ([`crate::Daemon::serve`]): an object allocated early in an interval is then sampled in
+    /// the aggregation that ends it and planned at its end, an interval sooner than if it
+    /// became a record only there. Errors are logged and returned for the interval's report.
+    pub fn follow_new_objects(&mut self) -> Result<(), String> {
+        for p in self.processes.values_mut() {
+            p.commit_pending();
+        }
+        // The newest connection of each pid owns it (an exec re-attaches under the same pid).
+        let latest_by_pid: HashMap<u32, u64> =
+            self.processes.values().map(|p| (p.pid, p.id)).collect();
+        let mut targets: Vec<Target> = latest_by_pid
+            .iter()
+            .filter_map(|(&pid, id)| {
+                let p = self.processes.get_mut(id)?;
+                if p.source_ranges.0 != p.records_generation {
+                    let ranges: Vec<(u64, u64)> = p
+                        .records
+                        .iter()
+                        .map(|(start, r)| (start, start + r.len))
+                        .collect();
+                    p.source_ranges = (
+                        p.records_generation,
+                        coalesce_ranges(&ranges, MAX_RANGES_PER_PROCESS),
+                    );
+                }
+                Some(Target {
+                    pid,
+                    ranges: p.source_ranges.1.clone(),
+                })
+            })
+            .collect();
+        targets.sort_by_key(|t| t.pid);
+        self.source.follow(&targets).map_err(|e| {
+            tracing::warn!("cannot update the access source's targets: {e}");
+            e.to_string()
+        })
+    }
+
     pub fn interval(&mut self) {
         let started = Instant::now();
         let mut report = IntervalReport {
@@ -753,35 +794,8 @@ impl Daemon {
         }
         // Allocations that survived the interval become records, and the access source
         // follows the new set right away, so the next snapshot already covers them.
-        for p in self.processes.values_mut() {
-            p.commit_pending();
-        }
-        // A process's ranges are derived again only when its set of records changed.
-        let mut targets: Vec<Target> = latest_by_pid
-            .iter()
-            .filter_map(|(&pid, id)| {
-                let p = self.processes.get_mut(id)?;
-                if p.source_ranges.0 != p.records_generation {
-                    let ranges: Vec<(u64, u64)> = p
-                        .records
-                        .iter()
-                        .map(|(start, r)| (start, start + r.len))
-                        .collect();
-                    p.source_ranges = (
-                        p.records_generation,
-                        coalesce_ranges(&ranges, MAX_RANGES_PER_PROCESS),
-                    );
-                }
-                Some(Target {
-                    pid,
-                    ranges: p.source_ranges.1.clone(),
-                })
-            })
-            .collect();
-        targets.sort_by_key(|t| t.pid);
-        if let Err(e) = self.source.follow(&targets) {
-            tracing::warn!("cannot update the access source's targets: {e}");
-            report.source_error = Some(e.to_string());
+        if let Err(e) = self.follow_new_objects() {
+            report.source_error = Some(e);
         }
 
         // 3. Trigger.
@@ -1798,6 +1812,78 @@ mod tests {
         }
         fn observe(&mut self) -> anyhow::Result<Vec<crate::source::Observation>> {
             Ok(self.0.pop_front().unwrap_or_default())
+        }
+    }
+
+    /// A source that keeps the targets it was last asked to follow and delivers one scripted
+    /// list of observations per interval.
+    struct Following {
+        targets: Arc<Mutex<Vec<crate::source::Target>>>,
+        observations: std::collections::VecDeque<Vec<crate::source::Observation>>,
+    }
+
+    impl crate::source::Source for Following {
+        fn name(&self) -> &'static str {
+            "following"
+        }
+        fn describe(&self) -> String {
+            "following".into()
+        }
+        fn follow(&mut self, targets: &[crate::source::Target]) -> anyhow::Result<()> {
+            *self.targets.lock().unwrap() = targets.to_vec();
+            Ok(())
+        }
+        fn observe(&mut self) -> anyhow::Result<Vec<crate::source::Observation>> {
+            Ok(self.observations.pop_front().unwrap_or_default())
+        }
+    }
+
+    /// An object allocated in the first half of an interval becomes a record halfway through
+    /// it (`follow_new_objects`, as `serve` calls it), so the source samples it before the
+    /// interval ends and the plan at its end already moves it. Without the call in the middle
+    /// it becomes a record only at the end, after that interval's samples were attributed.
+    #[test]
+    fn an_object_followed_mid_interval_is_planned_at_the_interval_end() {
+        for mid_interval in [true, false] {
+            let sys = tempfile::tempdir().unwrap();
+            let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+            let (mut daemon, _) = hot_object_behind_a_full_fast_tier(&fake, &sys);
+            daemon.interval(); // the fixture's hot object moves up; nothing else is hot
+            let id = *daemon.processes.keys().next().unwrap();
+            let pid = daemon.processes[&id].pid;
+            let new = 0x7000_0000_0000u64 + 128 * MIB;
+            fake.lock().unwrap().place(pid, new, MIB, 1);
+            let p = daemon.processes.get_mut(&id).unwrap();
+            push(p, EventKind::Alloc, new, MIB, 0);
+            p.drain();
+            assert!(p.records.get_mut(new).is_none(), "pending until committed");
+            let targets = Arc::new(Mutex::new(Vec::new()));
+            let seen = crate::source::Observation {
+                pid,
+                start: new,
+                end: new + MIB,
+                weight: 1000.0,
+                kind: crate::source::AccessKind::Any,
+                time_ns: 1,
+            };
+            daemon.source = AccessSource::new(Box::new(Following {
+                targets: targets.clone(),
+                observations: vec![vec![seen]].into(),
+            }));
+            if mid_interval {
+                daemon.follow_new_objects().unwrap();
+                let followed = targets.lock().unwrap().clone();
+                assert!(
+                    followed
+                        .iter()
+                        .any(|t| t.pid == pid && t.ranges.contains(&(new, new + MIB))),
+                    "{followed:?}"
+                );
+            }
+            daemon.interval();
+            let report = daemon.last_interval.clone().unwrap();
+            let promoted = if mid_interval { 256 } else { 0 };
+            assert_eq!(report.promoted_pages, promoted, "{report:?}");
         }
     }
 
