@@ -153,9 +153,11 @@ capped)
 	fi
 	# Once placed, the plan holds still: the guest backs the objects with transparent huge
 	# pages, and a huge page moved in part once went along whole and came back at every other
-	# step (12 steps in 25 s: 6 or more migrations instead of 1 or 2).
+	# step (12 steps in 25 s: 6 or more migrations). Placing takes one or two steps (records are
+	# made halfway through an interval too, so the first plan may see only the objects allocated
+	# by then and the next one the rest), and settling the parts' edges one or two more.
 	steps=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon-parts.log" | grep -c " migrated")
-	if [ "$steps" -le 3 ]; then
+	if [ "$steps" -le 4 ]; then
 		pass objtier-parts-settle-with-huge-pages
 	else
 		fail objtier-parts-settle-with-huge-pages
