@@ -694,10 +694,10 @@ fn errno_name(errno: i32) -> String {
 impl Daemon {
     /// Makes the allocations buffered since the last call records, and has the access source
     /// follow every process's records (a process's ranges are derived again only when its set
-    /// of records changed). Called at each interval and once in its middle
-    /// ([`crate::Daemon::serve`]): an object allocated early in an interval is then sampled in
-    /// the aggregation that ends it and planned at its end, an interval sooner than if it
-    /// became a record only there. Errors are logged and returned for the interval's report.
+    /// of records changed). Called at each interval and, from the poll loop (`Daemon::serve`),
+    /// once in its middle: an object allocated early in an interval is sampled in the
+    /// aggregation that ends it and planned at its end, an interval sooner than if it became a
+    /// record only there. Errors are logged and returned for the interval's report.
     pub fn follow_new_objects(&mut self) -> Result<(), String> {
         for p in self.processes.values_mut() {
             p.commit_pending();
