@@ -1797,8 +1797,21 @@ mod tests {
         assert_eq!((report.promoted_pages, report.demoted_pages), (0, 0));
     }
 
-    /// A source that delivers the observations it is given, one list per interval.
-    struct Scripted(std::collections::VecDeque<Vec<crate::source::Observation>>);
+    /// A source that delivers the observations it is given, one list per interval, and keeps
+    /// the targets it was last asked to follow.
+    struct Scripted {
+        observations: std::collections::VecDeque<Vec<crate::source::Observation>>,
+        targets: Arc<Mutex<Vec<crate::source::Target>>>,
+    }
+
+    impl Scripted {
+        fn new(observations: Vec<Vec<crate::source::Observation>>) -> Scripted {
+            Scripted {
+                observations: observations.into(),
+                targets: Arc::default(),
+            }
+        }
+    }
 
     impl crate::source::Source for Scripted {
         fn name(&self) -> &'static str {
@@ -1806,28 +1819,6 @@ mod tests {
         }
         fn describe(&self) -> String {
             "scripted".into()
-        }
-        fn follow(&mut self, _targets: &[crate::source::Target]) -> anyhow::Result<()> {
-            Ok(())
-        }
-        fn observe(&mut self) -> anyhow::Result<Vec<crate::source::Observation>> {
-            Ok(self.0.pop_front().unwrap_or_default())
-        }
-    }
-
-    /// A source that keeps the targets it was last asked to follow and delivers one scripted
-    /// list of observations per interval.
-    struct Following {
-        targets: Arc<Mutex<Vec<crate::source::Target>>>,
-        observations: std::collections::VecDeque<Vec<crate::source::Observation>>,
-    }
-
-    impl crate::source::Source for Following {
-        fn name(&self) -> &'static str {
-            "following"
-        }
-        fn describe(&self) -> String {
-            "following".into()
         }
         fn follow(&mut self, targets: &[crate::source::Target]) -> anyhow::Result<()> {
             *self.targets.lock().unwrap() = targets.to_vec();
@@ -1857,7 +1848,6 @@ mod tests {
             push(p, EventKind::Alloc, new, MIB, 0);
             p.drain();
             assert!(p.records.get_mut(new).is_none(), "pending until committed");
-            let targets = Arc::new(Mutex::new(Vec::new()));
             let seen = crate::source::Observation {
                 pid,
                 start: new,
@@ -1866,10 +1856,9 @@ mod tests {
                 kind: crate::source::AccessKind::Any,
                 time_ns: 1,
             };
-            daemon.source = AccessSource::new(Box::new(Following {
-                targets: targets.clone(),
-                observations: vec![vec![seen]].into(),
-            }));
+            let source = Scripted::new(vec![vec![seen]]);
+            let targets = source.targets.clone();
+            daemon.source = AccessSource::new(Box::new(source));
             if mid_interval {
                 daemon.follow_new_objects().unwrap();
                 let followed = targets.lock().unwrap().clone();
@@ -1903,7 +1892,7 @@ mod tests {
             kind: crate::source::AccessKind::Any,
             time_ns: 1,
         };
-        daemon.source = AccessSource::new(Box::new(Scripted(vec![vec![], vec![seen]].into())));
+        daemon.source = AccessSource::new(Box::new(Scripted::new(vec![vec![], vec![seen]])));
         // Just attached: the daemon runs short intervals until the first informed plan.
         let id = *daemon.processes.keys().next().unwrap();
         daemon.processes.get_mut(&id).unwrap().attached_ns = crate::monotonic_ns();
