@@ -144,27 +144,60 @@ pub struct Totals {
     pub user_misses: [u64; SLOTS],
 }
 
-/// The modeled last-level cache, per vCPU: direct-mapped, 64-byte lines, indexed by a hash of
-/// the line's address as QEMU reports it, 2 MiB. TCG has no caches, so without one every stack
-/// spill would count as a memory access and data with locality would drown the traffic that
-/// tiering is about; the misses are what reaches memory on a real machine (roughly: real caches
-/// are bigger, shared and associative).
+/// The modeled last-level cache, per vCPU: 2 MiB of 64-byte lines, [`WAYS`]-way set-associative
+/// with least-recently-used replacement, its set chosen by a hash of the line's address as QEMU
+/// reports it. TCG has no caches, so without one every stack spill would count as a memory
+/// access and data with locality would drown the traffic that tiering is about; the misses are
+/// what reaches memory on a real machine (roughly: real caches are bigger and shared).
 ///
-/// Why hashed ([`cache_index`]): indexed by the address's low bits, two buffers a multiple of
+/// Why hashed ([`cache_set`]): indexed by the address's low bits, two buffers a multiple of
 /// 2 MiB apart use the same sets, and TCG runs `rep movsb` (the kernel's page copy) a byte at a
-/// time, alternating source and destination: every byte missed. Migrating a transparent huge
-/// page (both copies 2 MiB-aligned) counted 8,192 misses a 4 KiB page instead of 128, so page
-/// migration looked 64 times dearer than it is. Real caches are associative (and last-level
-/// caches hash their slices); a hashed index keeps such pairs apart but for chance.
-pub const CACHE_LINES: usize = 1 << CACHE_BITS;
-const CACHE_BITS: u32 = 15;
+/// time, alternating source and destination. Last-level caches hash their slices too.
+///
+/// Why associative: the model was direct-mapped until 2026-11-26, and a direct-mapped cache
+/// lets two hot lines that happen to share a slot evict each other on every access. Which lines
+/// share a slot depends on the physical pages a program's data lands on, so a migration could
+/// switch such a pair on or off: one lammps run counted 5.7 times the user misses of the same
+/// program's other runs, for the same accesses. With 8 ways a set needs 9 hot lines to thrash.
+pub const CACHE_LINES: usize = CACHE_SETS * WAYS;
+/// Lines per set.
+pub const WAYS: usize = 8;
+const SET_BITS: u32 = 12;
+const CACHE_SETS: usize = 1 << SET_BITS;
 const LINE_SHIFT: u32 = 6;
 
 /// The modeled cache's set for a line number (Fibonacci hashing: the top bits of the line times
 /// 2^64 / phi).
 #[inline]
-pub fn cache_index(line: u64) -> usize {
-    (line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - CACHE_BITS)) as usize
+pub fn cache_set(line: u64) -> usize {
+    (line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SET_BITS)) as usize
+}
+
+/// One set of the modeled cache: tags (line number + 1; 0 is empty), most recently used first.
+/// One host cache line, so a lookup touches one.
+#[repr(align(64))]
+#[derive(Default)]
+struct Set([AtomicU64; WAYS]);
+
+impl Set {
+    /// Looks `line` up and makes it the most recently used; true when it was not there (the
+    /// least recently used line, if the set was full, is evicted).
+    #[inline]
+    fn touch(&self, line: u64) -> bool {
+        let want = line + 1;
+        let ways = &self.0;
+        if ways[0].load(Relaxed) == want {
+            return false;
+        }
+        // Where the line is, or the last way (whose line is evicted) when it is not there.
+        let found = (1..WAYS).find(|&i| ways[i].load(Relaxed) == want);
+        let end = found.unwrap_or(WAYS - 1);
+        for i in (1..=end).rev() {
+            ways[i].store(ways[i - 1].load(Relaxed), Relaxed);
+        }
+        ways[0].store(want, Relaxed);
+        found.is_none()
+    }
 }
 
 /// Whether an access at `vaddr` was made in user mode (x86-64: the lower half).
@@ -213,13 +246,13 @@ impl Totals {
 }
 
 /// One cache line of counters per vCPU, so that vCPU threads do not share lines.
-/// One vCPU's counters, indexed [user][store][slot] and [user][slot], and its modeled cache's
-/// tags (line number + 1; 0 is empty). Only that vCPU's thread writes them.
+/// One vCPU's counters, indexed [user][store][slot] and [user][slot], and its modeled cache.
+/// Only that vCPU's thread writes them.
 #[repr(align(128))]
 struct Cell {
     counts: [[[AtomicU64; SLOTS]; 2]; 2],
     misses: [[AtomicU64; SLOTS]; 2],
-    tags: Box<[AtomicU64]>,
+    cache: Box<[Set]>,
 }
 
 impl Default for Cell {
@@ -227,7 +260,7 @@ impl Default for Cell {
         Cell {
             counts: Default::default(),
             misses: Default::default(),
-            tags: (0..CACHE_LINES).map(|_| AtomicU64::new(0)).collect(),
+            cache: (0..CACHE_SETS).map(|_| Set::default()).collect(),
         }
     }
 }
@@ -309,9 +342,7 @@ impl Counters {
         let cell = &self.cells[vcpu as usize % VCPU_CELLS];
         cell.counts[user as usize][store as usize][slot].fetch_add(1, Relaxed);
         let line = addr >> LINE_SHIFT;
-        let tag = &cell.tags[cache_index(line)];
-        if tag.load(Relaxed) != line + 1 {
-            tag.store(line + 1, Relaxed);
+        if cell.cache[cache_set(line)].touch(line) {
             cell.misses[user as usize][slot].fetch_add(1, Relaxed);
             return true;
         }
@@ -486,15 +517,58 @@ mod tests {
             (t.loads[0], t.misses[0], t.user_misses[0]),
             (3 * 512, 64, 64)
         );
-        // Another vCPU has its own cache; a conflicting line evicts.
+        // Another vCPU has its own cache.
         c.add(1, 0, false, true, 4096);
+        assert_eq!(c.sum().misses[0], 64 + 1);
+    }
+
+    /// Lines of one set: up to WAYS of them stay; one more evicts the least recently used.
+    fn lines_of_one_set(n: usize) -> Vec<u64> {
         let line = 4096 >> LINE_SHIFT;
-        let conflicting = (line + 1..)
-            .find(|&l| cache_index(l) == cache_index(line))
-            .unwrap();
-        c.add(0, 0, false, true, conflicting << LINE_SHIFT);
-        c.add(0, 0, false, true, 4096);
-        assert_eq!(c.sum().misses[0], 64 + 3);
+        (line..)
+            .filter(|&l| cache_set(l) == cache_set(line))
+            .take(n)
+            .collect()
+    }
+
+    #[test]
+    fn a_set_holds_its_ways_and_evicts_the_least_recently_used() {
+        let c = Counters::default();
+        let lines = lines_of_one_set(WAYS + 1);
+        // Two hot lines of one set, interleaved, miss once each (direct-mapped, every access).
+        for _ in 0..100 {
+            c.add(0, 0, false, true, lines[0] << LINE_SHIFT);
+            c.add(0, 0, false, true, lines[1] << LINE_SHIFT);
+        }
+        assert_eq!(c.sum().misses[0], 2);
+        // WAYS lines fit; touching the first again makes lines[1] the least recently used.
+        for &l in &lines[2..WAYS] {
+            c.add(0, 0, false, true, l << LINE_SHIFT);
+        }
+        c.add(0, 0, false, true, lines[0] << LINE_SHIFT);
+        assert_eq!(c.sum().misses[0], WAYS as u64);
+        // One more line evicts lines[1], and only it.
+        c.add(0, 0, false, true, lines[WAYS] << LINE_SHIFT);
+        for &l in lines[2..=WAYS].iter().chain(&lines[..1]) {
+            c.add(0, 0, false, true, l << LINE_SHIFT);
+        }
+        assert_eq!(c.sum().misses[0], WAYS as u64 + 1);
+        c.add(0, 0, false, true, lines[1] << LINE_SHIFT);
+        assert_eq!(c.sum().misses[0], WAYS as u64 + 2);
+    }
+
+    /// A loop over more lines than a set holds misses on every access (LRU's known worst case,
+    /// as on real caches).
+    #[test]
+    fn a_loop_over_one_line_more_than_a_set_holds_always_misses() {
+        let c = Counters::default();
+        let lines = lines_of_one_set(WAYS + 1);
+        for _ in 0..10 {
+            for &l in &lines {
+                c.add(0, 0, false, true, l << LINE_SHIFT);
+            }
+        }
+        assert_eq!(c.sum().misses[0], 10 * (WAYS as u64 + 1));
     }
 
     /// A page copied a byte at a time between buffers 2 MiB apart (TCG's `rep movsb` between
