@@ -5,7 +5,8 @@
  * tests/host/run builds this and runs it without LD_PRELOAD (proving each expectation below is
  * glibc's own behaviour on this host) and under libobjtier.so with --objtier, which adds the
  * checks that only hold for objtier (that __libc_malloc is ours, that malloc_trim releases the
- * page extents' cache, the malloc_info header).
+ * page extents' cache, that the cache's idle memory goes back without a free, the malloc_info
+ * header).
  *
  * Every failed check prints "FAIL: what" to stderr; the program then exits 1. It prints
  * "malloc semantics ok" and exits 0 only if all passed. Unlike stress.c it is single-threaded
@@ -449,6 +450,44 @@ static void test_tuning_and_statistics(void) {
     }
 }
 
+/* Resident anonymous memory of this process, in KiB (-1 if unknown). */
+static long rss_anon_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "RssAnon: %ld kB", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib;
+}
+
+/* Under objtier: freed tracked memory waits in a cache for reuse, and what stays idle for a
+ * quarter of a second goes back to the kernel, also when the program frees nothing more and
+ * only allocates small objects (the purge then runs from mimalloc's heartbeat). */
+static void test_idle_cache_returned(void) {
+    if (!objtier) return;
+    enum { BLOCKS = 512, BLOCK = 65536, SMALL = 20000 };
+    static void *blocks[BLOCKS], *small[SMALL];
+    for (int i = 0; i < BLOCKS; i++) {
+        blocks[i] = malloc(BLOCK);
+        if (blocks[i]) memset(blocks[i], 0x55, BLOCK);
+    }
+    for (int i = 0; i < BLOCKS; i++) free(blocks[i]);
+    long cached = rss_anon_kib(), now = cached;
+    /* Small allocations only, no frees, for up to 3 s. */
+    int n = 0;
+    for (int round = 0; round < 300 && n < SMALL && cached - now < 24 * 1024; round++) {
+        for (int i = 0; i < 60 && n < SMALL; i++, n++) {
+            small[n] = malloc(16 + (size_t)(n * 37) % 1000);
+            if (small[n]) memset(small[n], 1, 16);
+        }
+        usleep(10000);
+        now = rss_anon_kib();
+    }
+    CHECK(cached - now >= 24 * 1024, "32 MiB of freed 64 KiB blocks still resident after %d small allocations: RssAnon %ld kB, was %ld kB", n, now, cached);
+    for (int i = 0; i < n; i++) free(small[i]);
+}
+
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--objtier") == 0) {
@@ -464,6 +503,7 @@ int main(int argc, char **argv) {
     test_alignment();
     test_libc_names();
     test_tuning_and_statistics();
+    test_idle_cache_returned();
     if (failures) {
         fprintf(stderr, "malloc_semantics: %d check(s) failed\n", failures);
         return 1;

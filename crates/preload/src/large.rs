@@ -27,10 +27,12 @@
 //! extents merge with dirty neighbours and are reused first; the cache is bounded so that live
 //! plus cached bytes stay within the process's high-water mark of live bytes (at least 64 MiB
 //! of cache), evicting from the tails of the largest extents when a free would exceed it, and
-//! extents idle for a quarter of a second are returned to the kernel. `alloc` says whether the
-//! memory it returns is known to be zero, so `calloc` clears only dirty memory. Freed extents of
-//! up to `QUICK_MAX_PAGES` pages first wait in per-size quick lists (see `Quick`), so that the
-//! common free-then-allocate of one size skips the index's merges and searches.
+//! extents idle for a quarter of a second are returned to the kernel (checked on frees, tracked
+//! allocations and mimalloc's heartbeat: a program that stops freeing still returns them).
+//! `alloc` says whether the memory it returns is known to be zero, so `calloc` clears only
+//! dirty memory. Freed extents of up to `QUICK_MAX_PAGES` pages first wait in per-size quick
+//! lists (see `Quick`), so that the common free-then-allocate of one size skips the index's
+//! merges and searches.
 //!
 //! **Shards.** All of the above is one `State` behind one lock, and there are `SHARD_COUNT` of them,
 //! like jemalloc's arenas: a thread allocates from the shard it was given on its first tracked
@@ -41,8 +43,8 @@
 //! that allocate at once mostly take different locks (bench/alloc `xthreads`, four threads on two
 //! CPUs: with one lock, 15 % of its 1.05 M acquisitions found it held). What is process-wide
 //! stays process-wide: the dirty cache's budget (evictions move on to other shards when the
-//! freeing shard has too little cached) and the idle purge (the free that starts a tick purges
-//! every shard).
+//! freeing shard has too little cached) and the idle purge (the free, allocation or mimalloc
+//! heartbeat that starts a tick purges every shard).
 //!
 //! Ownership of a pointer is answered without a lock by a table indexed by the pointer's 1 GiB
 //! granule, which names the owning shard and chunk. A second side table per chunk keeps each live
@@ -477,7 +479,24 @@ pub fn alloc(
     on_alloc(Extent { addr, len });
     drop(state);
     add_live_bytes(len);
+    purge_if_due();
     Some((addr as *mut u8, contents))
+}
+
+/// The idle purge for a caller that is not freeing (a tracked allocation, mimalloc's heartbeat),
+/// so that a program that has stopped freeing tracked objects still returns its idle cached
+/// memory, instead of keeping up to the whole cache until its next free. Cheap when nothing is
+/// cached (one load) or this tick's purge is done (a clock read and a load), and never waits for
+/// a lock: a shard busy at the moment is left to the next tick. The caller must hold no shard's
+/// lock.
+pub fn purge_if_due() {
+    if DIRTY_BYTES.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let now = coarse_ticks();
+    if purge_due(now) {
+        other_shards(SHARD_COUNT, 0, now, true);
+    }
 }
 
 /// The extent of the allocated object starting at `ptr`, or None if `ptr` is not the start of a
@@ -558,7 +577,8 @@ fn purge_due(now: u64) -> bool {
 
 /// The process-wide part of a free in shard `except`, done after releasing its lock and taking
 /// one other shard's lock at a time: returns `excess` bytes of the other shards' dirty cache to
-/// the kernel, and with `purge`, their extents idle at tick `now`. A shard busy at the moment is
+/// the kernel, and with `purge`, their extents idle at tick `now` (`except` = `SHARD_COUNT`:
+/// every shard's). A shard busy at the moment is
 /// skipped by the purge (the next tick's purge gets it), not by the eviction.
 fn other_shards(except: usize, mut excess: usize, now: u64, purge: bool) {
     for (id, shard) in SHARDS.iter().enumerate() {
@@ -1081,7 +1101,8 @@ impl State {
     }
 
     /// Returns cached dirty extents idle for `DIRTY_IDLE_TICKS` to the kernel (a scan of the
-    /// dirty set); runs at most once a tick for each shard, from frees (`purge_due`).
+    /// dirty set); runs at most once a tick for each shard, from frees and allocations and
+    /// mimalloc's heartbeat (`purge_due`).
     fn purge_idle(&mut self, now: u64) {
         // Idle quick-listed extents go to the index first, to be purged with the others below.
         let mut idle_quick = Vec::new();
@@ -1536,6 +1557,35 @@ mod tests {
 
     fn big(size: usize, align: usize) -> *mut u8 {
         alloc(size, align, 0, 0, |_| {}).unwrap().0
+    }
+
+    /// A program that stops freeing still returns its idle cache: the allocation that starts a
+    /// tick purges, as a free does.
+    #[test]
+    fn an_allocation_returns_idle_cached_memory_without_a_free() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        flush_dirty();
+        let p = big(16 * PAGE_SIZE, 8);
+        // SAFETY: p is a live 16-page object.
+        unsafe { p.write_bytes(1, 16 * PAGE_SIZE) };
+        {
+            let _off = PurgeOff::new();
+            assert!(free(p, |_| {}).is_some());
+        }
+        assert_eq!(cached_bytes(), 16 * PAGE_SIZE);
+        // Idle for DIRTY_IDLE_TICKS and into a tick of its own (ticks are 125 ms).
+        std::thread::sleep(std::time::Duration::from_millis(
+            (DIRTY_IDLE_TICKS + 2) * 1000 / TICKS_PER_SECOND,
+        ));
+        // Larger than the cached extent, so it does not reuse it.
+        let q = big(32 * PAGE_SIZE, 8);
+        assert_eq!(cached_bytes(), 0, "the idle extent went back to the kernel");
+        // SAFETY: the purged extent is free and reads as zero again, through a new object.
+        let r = big(16 * PAGE_SIZE, 8);
+        assert_eq!(unsafe { *r.add(PAGE_SIZE) }, 0);
+        check_all();
+        assert!(free(q, |_| {}).is_some() && free(r, |_| {}).is_some());
+        flush_dirty();
     }
 
     /// Returns every cached dirty extent to the kernel (tests start from a known state).

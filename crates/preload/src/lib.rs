@@ -812,6 +812,9 @@ unsafe extern "C" fn small_object_heartbeat(_force: bool, _heartbeat: u64, _arg:
     }
     if let Some(_guard) = HookGuard::enter() {
         report::tick(report::now_ns());
+        // A program that now allocates only small objects returns its idle cache of freed
+        // large ones too.
+        large::purge_if_due();
     }
 }
 
