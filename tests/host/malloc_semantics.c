@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <gnu/libc-version.h>
 #include <malloc.h>
 #include <stdint.h>
@@ -450,42 +451,63 @@ static void test_tuning_and_statistics(void) {
     }
 }
 
-/* Resident anonymous memory of this process, in KiB (-1 if unknown). */
+/* Resident anonymous memory of this process, in KiB (-1 if unknown). Read with open and read,
+ * not stdio, so that reading it allocates and frees nothing. */
 static long rss_anon_kib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
+    static char text[4096];
+    int fd = open("/proc/self/status", O_RDONLY);
+    if (fd < 0) return -1;
+    ssize_t len = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (len <= 0) return -1;
+    text[len] = 0;
+    const char *line = strstr(text, "RssAnon:");
     long kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "RssAnon: %ld kB", &kib) == 1) break;
-    if (f) fclose(f);
+    if (line) sscanf(line, "RssAnon: %ld kB", &kib);
     return kib;
 }
 
+/* Caches 32 MiB of freed tracked memory that later allocations cannot reuse whole: every other
+ * one of 1,024 blocks of 64 KiB (the live ones keep the freed ones apart). Returns RssAnon. */
+static void *cache_blocks[1024];
+static long cache_32_mib(void) {
+    for (int i = 0; i < 1024; i++) {
+        cache_blocks[i] = malloc(65536);
+        if (cache_blocks[i]) memset(cache_blocks[i], 0x55, 65536);
+    }
+    for (int i = 0; i < 1024; i += 2) free(cache_blocks[i]);
+    return rss_anon_kib();
+}
+
+static void uncache(void) {
+    for (int i = 1; i < 1024; i += 2) free(cache_blocks[i]);
+    malloc_trim(0);
+}
+
 /* Under objtier: freed tracked memory waits in a cache for reuse, and what stays idle for a
- * quarter of a second goes back to the kernel, also when the program frees nothing more and
- * only allocates small objects (the purge then runs from mimalloc's heartbeat). */
+ * quarter of a second goes back to the kernel, also when the program frees nothing more: from
+ * its tracked allocations, or from mimalloc's heartbeat when it allocates only small objects. */
 static void test_idle_cache_returned(void) {
     if (!objtier) return;
-    enum { BLOCKS = 512, BLOCK = 65536, SMALL = 20000 };
-    static void *blocks[BLOCKS], *small[SMALL];
-    for (int i = 0; i < BLOCKS; i++) {
-        blocks[i] = malloc(BLOCK);
-        if (blocks[i]) memset(blocks[i], 0x55, BLOCK);
-    }
-    for (int i = 0; i < BLOCKS; i++) free(blocks[i]);
-    long cached = rss_anon_kib(), now = cached;
-    /* Small allocations only, no frees, for up to 3 s. */
-    int n = 0;
-    for (int round = 0; round < 300 && n < SMALL && cached - now < 24 * 1024; round++) {
-        for (int i = 0; i < 60 && n < SMALL; i++, n++) {
-            small[n] = malloc(16 + (size_t)(n * 37) % 1000);
-            if (small[n]) memset(small[n], 1, 16);
+    enum { KEPT = 20000 };
+    static void *kept[KEPT];
+    for (int phase = 0; phase < 2; phase++) {
+        const char *what = phase == 0 ? "tracked allocations of 256 KiB" : "small allocations";
+        long cached = cache_32_mib(), now = cached;
+        int n = 0;
+        /* Allocations only, no frees, for up to 3 s. */
+        for (int round = 0; round < 300 && n < KEPT && cached - now < 24 * 1024; round++) {
+            for (int i = 0; i < (phase == 0 ? 1 : 60) && n < KEPT; i++, n++) {
+                kept[n] = malloc(phase == 0 ? 262144 : 16 + (size_t)(n * 37) % 1000);
+                if (kept[n]) memset(kept[n], 1, 16);
+            }
+            usleep(10000);
+            now = rss_anon_kib();
         }
-        usleep(10000);
-        now = rss_anon_kib();
+        CHECK(cached - now >= 24 * 1024, "32 MiB of freed 64 KiB blocks still resident after %d %s: RssAnon %ld kB, was %ld kB", n, what, now, cached);
+        for (int i = 0; i < n; i++) free(kept[i]);
+        uncache();
     }
-    CHECK(cached - now >= 24 * 1024, "32 MiB of freed 64 KiB blocks still resident after %d small allocations: RssAnon %ld kB, was %ld kB", n, now, cached);
-    for (int i = 0; i < n; i++) free(small[i]);
 }
 
 int main(int argc, char **argv) {

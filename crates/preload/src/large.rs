@@ -246,6 +246,7 @@ fn add_live_bytes(bytes: usize) {
 
 /// Coarse monotonic time in eighths of a second (CLOCK_MONOTONIC_COARSE: a vDSO read, no
 /// syscall).
+/// (`purge_if_due` derives the same ticks from `report::now_ns`, the same clock.)
 fn coarse_ticks() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -479,21 +480,20 @@ pub fn alloc(
     on_alloc(Extent { addr, len });
     drop(state);
     add_live_bytes(len);
-    purge_if_due();
     Some((addr as *mut u8, contents))
 }
 
 /// The idle purge for a caller that is not freeing (a tracked allocation, mimalloc's heartbeat),
-/// so that a program that has stopped freeing tracked objects still returns its idle cached
-/// memory, instead of keeping up to the whole cache until its next free. Cheap when nothing is
-/// cached (one load) or this tick's purge is done (a clock read and a load), and never waits for
-/// a lock: a shard busy at the moment is left to the next tick. The caller must hold no shard's
-/// lock.
-pub fn purge_if_due() {
+/// at `now_ns` on `CLOCK_MONOTONIC_COARSE` (which the caller has read anyway), so that a program
+/// that has stopped freeing tracked objects still returns its idle cached memory, instead of
+/// keeping up to the whole cache until its next free. Cheap when nothing is cached (one load) or
+/// this tick's purge is done (two loads), and never waits for a lock: a shard busy at the moment
+/// is left to the next tick. The caller must hold no shard's lock.
+pub fn purge_if_due(now_ns: u64) {
     if DIRTY_BYTES.load(Ordering::Relaxed) == 0 {
         return;
     }
-    let now = coarse_ticks();
+    let now = now_ns / (1_000_000_000 / TICKS_PER_SECOND);
     if purge_due(now) {
         other_shards(SHARD_COUNT, 0, now, true);
     }
@@ -1559,8 +1559,9 @@ mod tests {
         alloc(size, align, 0, 0, |_| {}).unwrap().0
     }
 
-    /// A program that stops freeing still returns its idle cache: the allocation that starts a
-    /// tick purges, as a free does.
+    /// A program that stops freeing still returns its idle cache: `purge_if_due` (run after a
+    /// tracked allocation and from mimalloc's heartbeat) returns extents idle for
+    /// `DIRTY_IDLE_TICKS`, as a free does.
     #[test]
     fn an_allocation_returns_idle_cached_memory_without_a_free() {
         let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -1577,8 +1578,10 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(
             (DIRTY_IDLE_TICKS + 2) * 1000 / TICKS_PER_SECOND,
         ));
-        // Larger than the cached extent, so it does not reuse it.
+        // Larger than the cached extent, so it does not reuse it; then the purge that
+        // lib.rs runs after each tracked allocation.
         let q = big(32 * PAGE_SIZE, 8);
+        purge_if_due(crate::report::now_ns());
         assert_eq!(cached_bytes(), 0, "the idle extent went back to the kernel");
         // SAFETY: the purged extent is free and reads as zero again, through a new object.
         let r = big(16 * PAGE_SIZE, 8);

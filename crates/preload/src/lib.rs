@@ -217,6 +217,8 @@ fn allocate_tracked(
     let allocated = large::alloc(size, align.max(PAGE_SIZE), nodes, site, |extent| {
         report::push(EventKind::Alloc, 0, extent, now, site)
     });
+    // A program that allocates but no longer frees returns its idle cached memory too.
+    large::purge_if_due(now);
     if guard.is_some() && site != 0 && site::first_sighting(site) {
         let frames = frames.get_or_insert_with(|| {
             // A cache hit: unwind once more, for the frames.
@@ -811,10 +813,11 @@ unsafe extern "C" fn small_object_heartbeat(_force: bool, _heartbeat: u64, _arg:
         return;
     }
     if let Some(_guard) = HookGuard::enter() {
-        report::tick(report::now_ns());
+        let now = report::now_ns();
+        report::tick(now);
         // A program that now allocates only small objects returns its idle cache of freed
         // large ones too.
-        large::purge_if_due();
+        large::purge_if_due(now);
     }
 }
 
