@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 BASELINE = "first-touch"
 # Configurations that are not objtier come first, in this order, so that every table starts with
 # the baseline; any other configuration follows in the order it first appears in runs.jsonl.
-KNOWN_ORDER = ["first-touch", "mimalloc", "numactl-preferred", "numab-tiering", "damos"]
+KNOWN_ORDER = ["first-touch", "mimalloc", "libobjtier", "numactl-preferred", "numab-tiering", "damos"]
 DEFAULT_TIMELINE_CAPACITY = 0.25
 RUNS_FILE = "runs.jsonl"
 META_FILE = "meta.json"
