@@ -360,10 +360,8 @@ static MOVES: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize:
 /// ~10 MiB by 4 % some 20 times while it builds its atoms) then leaves no trail of dead copies
 /// resident in the fast tier, pushing its live arrays into the slow one. The old range stays
 /// mapped and reads as zero (`MREMAP_DONTUNMAP`), so the chunk keeps no hole; it is freed as a
-/// clean extent. Only into clean memory (never used, or given back to the kernel): a new extent
-/// from the cache of freed memory is resident already, and the object is copied into it. None
-/// (nothing changed) when the move is not possible: a kernel before 5.7, the move budget spent,
-/// or the new block not a tracked extent; the caller then copies.
+/// clean extent. None (nothing changed) when the move is not possible: a kernel before 5.7,
+/// the move budget spent, or the new block not a tracked extent; the caller then copies.
 ///
 /// # Safety
 /// `ptr` is a live tracked object whose usable size is `old`, and `size > old`.
@@ -373,23 +371,13 @@ unsafe fn grow_by_moving(
     size: usize,
     caller: site::Caller,
 ) -> Option<*mut c_void> {
-    if MOVES.load(core::sync::atomic::Ordering::Relaxed) >= MOVES_MAX
-        || !options::get().tracks(size)
-    {
+    if MOVES.load(core::sync::atomic::Ordering::Relaxed) >= MOVES_MAX {
         return None;
     }
-    let (p, contents) = allocate_tracked(size, MIN_ALIGN, caller)?;
-    let p = p as *mut c_void;
-    if contents == large::Contents::Dirty {
-        // Reused memory, resident already: copying into it costs less than the page faults
-        // that discarding it (the move would) brings on later allocations (bench/alloc
-        // `realloc-growth`, whose buffers grow into its cache: 6 k faults copying, 80 k moving).
-        // SAFETY: both blocks are live and distinct; `old < size`.
-        unsafe {
-            core::ptr::copy_nonoverlapping(ptr as *const u8, p as *mut u8, old);
-            release(ptr);
-        }
-        return Some(p);
+    // SAFETY: a fresh allocation.
+    let p = unsafe { allocate_from(size, MIN_ALIGN, caller) };
+    if p.is_null() {
+        return None;
     }
     if !large::contains(p as *const u8) || !(p as usize).is_multiple_of(PAGE_SIZE) {
         // SAFETY: p was just allocated and is not used.
