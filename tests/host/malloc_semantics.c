@@ -5,8 +5,8 @@
  * tests/host/run builds this and runs it without LD_PRELOAD (proving each expectation below is
  * glibc's own behaviour on this host) and under libobjtier.so with --objtier, which adds the
  * checks that only hold for objtier (that __libc_malloc is ours, that malloc_trim releases the
- * page extents' cache, that the cache's idle memory goes back without a free, that large blocks
- * grow by moving their pages, the malloc_info header).
+ * page extents' cache, that the cache's idle memory goes back without a free, the malloc_info
+ * header).
  *
  * Every failed check prints "FAIL: what" to stderr; the program then exits 1. It prints
  * "malloc semantics ok" and exits 0 only if all passed. Unlike stress.c it is single-threaded
@@ -451,43 +451,6 @@ static void test_tuning_and_statistics(void) {
     }
 }
 
-/* The physical frame of the page holding p, or 0 when unknown (/proc/self/pagemap gives frame
- * numbers to root only). */
-static uint64_t frame_of(const void *p) {
-    int fd = open("/proc/self/pagemap", O_RDONLY);
-    if (fd < 0) return 0;
-    uint64_t entry = 0;
-    off_t at = (off_t)((uintptr_t)p / PAGE) * 8;
-    ssize_t got = pread(fd, &entry, sizeof entry, at);
-    close(fd);
-    if (got != sizeof entry || !(entry >> 63)) return 0;
-    return entry & ((1ULL << 55) - 1);
-}
-
-/* Under objtier: a tracked block of a MiB or more that cannot grow in place grows by moving its
- * pages (mremap), not by copying them: its contents are kept and, where the frames can be read,
- * its first page is the same physical page after the growth. */
-static void test_realloc_moves_large_blocks(void) {
-    if (!objtier) return;
-    size_t size = 4 << 20;
-    unsigned char *a = malloc(size), *fence = malloc(size);
-    CHECK(a && fence, "malloc(4 MiB) returned NULL");
-    if (!a || !fence) return;
-    fill(a, 0, size, 77);
-    memset(fence, 1, 4096); /* a live neighbour, so that a cannot grow in place */
-    uint64_t before = frame_of(a);
-    unsigned char *b = realloc(a, 2 * size);
-    CHECK(b != NULL, "realloc(4 MiB -> 8 MiB) returned NULL");
-    if (b) {
-        CHECK(first_bad(b, size, 77) == size, "realloc(4 MiB -> 8 MiB) lost the contents at byte %zu", first_bad(b, size, 77));
-        uint64_t after = frame_of(b);
-        if (before && b != a) CHECK(after == before, "realloc(4 MiB -> 8 MiB) copied the block (frame %#lx, was %#lx)", (unsigned long)after, (unsigned long)before);
-        memset(b + size, 2, size);
-        free(b);
-    }
-    free(fence);
-}
-
 /* Resident anonymous memory of this process, in KiB (-1 if unknown). Read with open and read,
  * not stdio, so that reading it allocates and frees nothing. */
 static long rss_anon_kib(void) {
@@ -563,7 +526,6 @@ int main(int argc, char **argv) {
     test_libc_names();
     test_tuning_and_statistics();
     test_idle_cache_returned();
-    test_realloc_moves_large_blocks();
     if (failures) {
         fprintf(stderr, "malloc_semantics: %d check(s) failed\n", failures);
         return 1;

@@ -512,24 +512,13 @@ pub fn extent_of(ptr: *const u8) -> Option<Extent> {
 /// live object here (ignored: a double or invalid free must not corrupt other objects).
 /// `on_free` runs under the lock of the shard that owns it, before the memory can be reused.
 pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
-    free_as(ptr, on_free, false)
-}
-
-/// Frees the object starting at `ptr` whose pages its caller has already emptied (`mremap`
-/// with `MREMAP_DONTUNMAP` moved them away: the range reads as zero and holds no memory), so
-/// the extent becomes clean at once instead of being cached or `MADV_DONTNEED`ed.
-pub fn free_emptied(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
-    free_as(ptr, on_free, true)
-}
-
-fn free_as(ptr: *mut u8, on_free: impl FnOnce(Extent), emptied: bool) -> Option<Extent> {
     let addr = ptr as usize;
     let (shard, chunk) = owner(addr)?;
     let now = coarse_ticks();
     let mut state = SHARDS[shard].lock();
     let extent = state.allocated_extent(chunk, addr)?;
     let start_page = (addr - state.chunks[chunk].base) / PAGE_SIZE;
-    if extent.len <= DIRTY_MAX_EXTENT_BYTES && !emptied {
+    if extent.len <= DIRTY_MAX_EXTENT_BYTES {
         // Keep it resident for the next allocation of its size, making room in the cache by
         // returning the largest cached extents to the kernel: the cache follows what the
         // program frees now instead of filling once and refusing everything after. This
@@ -560,11 +549,9 @@ fn free_as(ptr: *mut u8, on_free: impl FnOnce(Extent), emptied: bool) -> Option<
     drop(state);
     // Drop the pages before the extent becomes reusable: once it is marked free another thread
     // may take it, and must find zeroed, non-resident memory.
-    if !emptied {
-        // SAFETY: the extent belongs to the object being freed; nobody else may use it until
-        // it is marked free below.
-        unsafe { libc::madvise(addr as *mut libc::c_void, extent.len, libc::MADV_DONTNEED) };
-    }
+    // SAFETY: the extent belongs to the object being freed; nobody else may use it until it is
+    // marked free below.
+    unsafe { libc::madvise(addr as *mut libc::c_void, extent.len, libc::MADV_DONTNEED) };
     let mut state = SHARDS[shard].lock();
     // Re-check: a racing double free may have released it meanwhile.
     if state.allocated_extent(chunk, addr) != Some(extent) {

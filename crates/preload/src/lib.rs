@@ -307,12 +307,6 @@ unsafe fn reallocate_from(ptr: *mut c_void, size: usize, caller: site::Caller) -
             return ptr;
         }
     }
-    if is_large && size > old && old >= MOVE_MIN_BYTES {
-        // SAFETY: ptr is a live tracked object of `old` bytes (caller contract).
-        if let Some(p) = unsafe { grow_by_moving(ptr, old, size, caller) } {
-            return p;
-        }
-    }
     if old == 0 {
         // A pointer we did not allocate; we cannot know its size. Copy what is certainly
         // readable (up to the end of its page) rather than lose or overread data.
@@ -338,90 +332,6 @@ unsafe fn reallocate_from(ptr: *mut c_void, size: usize, caller: site::Caller) -
         release(ptr);
         p
     }
-}
-
-/// Tracked objects of at least this size grow by moving their pages (`grow_by_moving`) when
-/// they cannot grow in place; smaller ones are copied (a copy of less than a MiB costs about
-/// what the system call does).
-const MOVE_MIN_BYTES: usize = 1 << 20;
-
-/// At most this many objects are grown by moving, per process. Each move may split the
-/// chunk's mapping around the new extent (the moved pages keep their own mapping), so the
-/// count bounds the mappings objtier adds to the program's (`vm.max_map_count`, 65,530 by
-/// default) to twice this; later growths copy.
-const MOVES_MAX: usize = 1024;
-static MOVES: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
-
-/// Grows the tracked object `ptr` of `old` bytes to `size` by moving its pages into a new
-/// extent with `mremap(MREMAP_FIXED | MREMAP_DONTUNMAP)` instead of copying them, as glibc's
-/// `realloc` does for its mmapped blocks. The kernel moves page-table entries, not data: no
-/// copy, and the object keeps its physical pages, in whatever tier the daemon or first touch
-/// put them. A program that grows arrays step by step (lammps grows its per-atom arrays of
-/// ~10 MiB by 4 % some 20 times while it builds its atoms) then leaves no trail of dead copies
-/// resident in the fast tier, pushing its live arrays into the slow one. The old range stays
-/// mapped and reads as zero (`MREMAP_DONTUNMAP`), so the chunk keeps no hole; it is freed as a
-/// clean extent. None (nothing changed) when the move is not possible: a kernel before 5.7,
-/// the move budget spent, or the new block not a tracked extent; the caller then copies.
-///
-/// # Safety
-/// `ptr` is a live tracked object whose usable size is `old`, and `size > old`.
-unsafe fn grow_by_moving(
-    ptr: *mut c_void,
-    old: usize,
-    size: usize,
-    caller: site::Caller,
-) -> Option<*mut c_void> {
-    if MOVES.load(core::sync::atomic::Ordering::Relaxed) >= MOVES_MAX {
-        return None;
-    }
-    // SAFETY: a fresh allocation.
-    let p = unsafe { allocate_from(size, MIN_ALIGN, caller) };
-    if p.is_null() {
-        return None;
-    }
-    if !large::contains(p as *const u8) || !(p as usize).is_multiple_of(PAGE_SIZE) {
-        // SAFETY: p was just allocated and is not used.
-        unsafe { release(p) };
-        return None;
-    }
-    MOVES.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-    // SAFETY: [ptr, ptr + old) is the old object's whole extent and [p, p + old) part of the
-    // new one's, both ours and both page-aligned; nobody else uses either.
-    let moved = unsafe {
-        libc::mremap(
-            ptr,
-            old,
-            old,
-            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED | libc::MREMAP_DONTUNMAP,
-            p,
-        )
-    };
-    if moved == p {
-        let now = report::now_ns();
-        large::free_emptied(ptr as *mut u8, |extent| {
-            report::push(EventKind::Free, 0, extent, now, 0)
-        });
-        return Some(p);
-    }
-    // The move failed: the old object is untouched, but the kernel may have unmapped the
-    // destination before failing. Map it again (zero pages; its contents do not matter), and
-    // if even that fails, keep the extent allocated forever rather than hand out a hole.
-    // SAFETY: [p, p + old) belongs to the unused new object.
-    let remapped = unsafe {
-        libc::mmap(
-            p,
-            old,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if remapped == p {
-        // SAFETY: p was allocated above and is not used.
-        unsafe { release(p) };
-    }
-    None
 }
 
 unsafe fn aligned(align: usize, size: usize) -> *mut c_void {
