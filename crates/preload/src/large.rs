@@ -244,17 +244,15 @@ fn add_live_bytes(bytes: usize) {
     }
 }
 
-/// Coarse monotonic time in eighths of a second (CLOCK_MONOTONIC_COARSE: a vDSO read, no
-/// syscall).
-/// (`purge_if_due` derives the same ticks from `report::now_ns`, the same clock.)
+/// Coarse monotonic time in eighths of a second (`report::now_ns`: CLOCK_MONOTONIC_COARSE, a
+/// vDSO read, no syscall).
 fn coarse_ticks() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes into our timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    ts.tv_sec as u64 * TICKS_PER_SECOND + ts.tv_nsec as u64 / (1_000_000_000 / TICKS_PER_SECOND)
+    ticks_at(crate::report::now_ns())
+}
+
+/// The tick of `now_ns`, a time read from `report::now_ns`.
+fn ticks_at(now_ns: u64) -> u64 {
+    now_ns / (1_000_000_000 / TICKS_PER_SECOND)
 }
 
 struct Chunk {
@@ -493,7 +491,7 @@ pub fn purge_if_due(now_ns: u64) {
     if DIRTY_BYTES.load(Ordering::Relaxed) == 0 {
         return;
     }
-    let now = now_ns / (1_000_000_000 / TICKS_PER_SECOND);
+    let now = ticks_at(now_ns);
     if purge_due(now) {
         other_shards(SHARD_COUNT, 0, now, true);
     }
