@@ -35,12 +35,13 @@
 //! merges and searches.
 //!
 //! **Shards.** All of the above is one `State` behind one lock, and there are `SHARD_COUNT` of them,
-//! like jemalloc's arenas: a thread allocates from the shard it was given on its first tracked
-//! allocation (round robin), and a free goes to the shard that owns the chunk, whichever thread
-//! calls it. Each shard has chunks, placements, free and dirty extents of its own, so every
-//! invariant of a `State` holds per shard, and every report about one address is made under the
-//! lock of the one shard that owns it. A single-threaded program only ever uses shard 0. Threads
-//! that allocate at once mostly take different locks (bench/alloc `xthreads`, four threads on two
+//! like jemalloc's arenas: a thread allocates from shard 0 until it finds that lock held, then
+//! from a shard of its own (given round robin, see `lock_for_alloc`), and a free goes to the
+//! shard that owns the chunk, whichever thread calls it. Each shard has chunks, placements, free
+//! and dirty extents of its own, so every invariant of a `State` holds per shard, and every
+//! report about one address is made under the lock of the one shard that owns it. A
+//! single-threaded program only ever uses shard 0. Threads that allocate at once soon take
+//! different locks (bench/alloc `xthreads`, four threads on two
 //! CPUs: with one lock, 15 % of its 1.05 M acquisitions found it held). What is process-wide
 //! stays process-wide: the dirty cache's budget (evictions move on to other shards when the
 //! freeing shard has too little cached) and the idle purge (the free, allocation or mimalloc
@@ -388,28 +389,38 @@ static SHARDS: [FutexMutex<State>; SHARD_COUNT] = [
     shard(7),
 ];
 
-/// The next shard to give a thread.
+/// The next shard to give a thread that found its own held (1, 2, ..., SHARD_COUNT - 1, 1, ...).
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
 
 std::thread_local! {
-    /// This thread's shard, `u8::MAX` until its first tracked allocation.
-    static THREAD_SHARD: Cell<u8> = const { Cell::new(u8::MAX) };
+    /// This thread's shard: 0 until it finds shard 0's lock held.
+    static THREAD_SHARD: Cell<u8> = const { Cell::new(0) };
 }
 
-/// The shard this thread allocates from: given round robin on first use; shard 0 while the
-/// thread's TLS is being torn down.
+/// The shard this thread allocates from; shard 0 while the thread's TLS is being torn down.
 #[inline]
 fn thread_shard() -> usize {
-    THREAD_SHARD
-        .try_with(|cell| match cell.get() {
-            u8::MAX => {
-                let shard = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARD_COUNT;
-                cell.set(shard as u8);
-                shard
-            }
-            shard => shard as usize,
-        })
-        .unwrap_or(0)
+    THREAD_SHARD.try_with(Cell::get).unwrap_or(0) as usize
+}
+
+/// Locks this thread's shard for an allocation. Every thread starts on shard 0 and is given a
+/// shard of its own (round robin over the others) the first time it finds that lock held. A
+/// shard costs a chunk, its side tables and the partly used pages at its end, a few MiB of
+/// resident memory where huge pages are on (`always`), and all of it where first touch puts it:
+/// in the fast tier. So threads that allocate together get shards of their own at once, and the
+/// helper threads of a runtime that allocate now and then share shard 0.
+fn lock_for_alloc() -> crate::lock::Guard<'static, State> {
+    let shard = thread_shard();
+    if let Some(state) = SHARDS[shard].try_lock() {
+        return state;
+    }
+    if shard == 0 {
+        let next = 1 + NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % (SHARD_COUNT - 1);
+        if THREAD_SHARD.try_with(|cell| cell.set(next as u8)).is_ok() {
+            return SHARDS[next].lock();
+        }
+    }
+    SHARDS[shard].lock()
 }
 
 /// An allocated extent, as reported to callers.
@@ -468,7 +479,7 @@ pub fn alloc(
 ) -> Option<(*mut u8, Contents)> {
     let pages = pages_for(size)?;
     let align_pages = (align / PAGE_SIZE).max(1);
-    let mut state = SHARDS[thread_shard()].lock();
+    let mut state = lock_for_alloc();
     let placement = state.placement_for(nodes);
     let (chunk, start, contents) = state.take(placement, pages, align_pages)?;
     state.chunks[chunk].set_site(start, site);
@@ -1287,9 +1298,11 @@ impl State {
         // The clean and the dirty index's bitmaps for this chunk, one after the other.
         let bitmap_words = free_index::bitmap_words(chunk_pages);
         let bitmaps_bytes = 2 * bitmap_words * core::mem::size_of::<u64>();
-        let tags = map_anonymous(tags_bytes, false);
-        let sites = map_anonymous(sites_bytes, false);
-        let bitmaps = map_anonymous(bitmaps_bytes, false);
+        // Side tables are written a word per extent, sparsely: with huge pages `always`, each
+        // first write would fault in 2 MiB (see `map_metadata`).
+        let tags = map_metadata(tags_bytes);
+        let sites = map_metadata(sites_bytes);
+        let bitmaps = map_metadata(bitmaps_bytes);
         if tags.is_null() || sites.is_null() || bitmaps.is_null() {
             // SAFETY: unmapping the regions we just mapped and never published.
             unsafe {
@@ -1401,6 +1414,20 @@ fn map_anonymous(bytes: usize, accounted: bool) -> *mut u8 {
     } else {
         p as *mut u8
     }
+}
+
+/// Maps `bytes` of memory for the allocator's own tables, without transparent huge pages: like
+/// jemalloc's metadata (`metadata_thp:disabled`), they are written sparsely, and under
+/// `transparent_hugepage=always` each first write would make 2 MiB resident. That memory is
+/// taken where first touch puts it, in the fast tier, before the program's own data.
+fn map_metadata(bytes: usize) -> *mut u8 {
+    let p = map_anonymous(bytes, false);
+    if !p.is_null() {
+        // SAFETY: advice on a mapping we just created. EINVAL (a kernel without THP) is fine:
+        // there are no huge pages to avoid.
+        unsafe { libc::madvise(p as *mut libc::c_void, bytes, libc::MADV_NOHUGEPAGE) };
+    }
+    p
 }
 
 /// Maps `bytes` (a multiple of CHUNK_BYTES) aligned to CHUNK_BYTES, trimming the excess.
@@ -1776,20 +1803,49 @@ mod tests {
     }
 
     #[test]
+    fn threads_that_never_contend_share_shard_zero() {
+        let _g = SERIAL.lock().unwrap();
+        // One thread after another: none ever finds shard 0's lock held.
+        let mut objects = Vec::new();
+        for _ in 0..4 {
+            objects.push(
+                std::thread::spawn(|| big(PAGE_SIZE, 8) as usize)
+                    .join()
+                    .unwrap(),
+            );
+        }
+        assert!(objects.iter().all(|&p| owner(p).unwrap().0 == 0));
+        for p in objects {
+            assert!(free(p as *mut u8, |_| {}).is_some());
+        }
+        check_all();
+    }
+
+    #[test]
     fn threads_allocate_from_shards_of_their_own_and_free_across_them() {
         let _g = SERIAL.lock().unwrap();
         flush_dirty();
-        // Four new threads are given four consecutive shards.
+        // Four threads whose first allocation finds shard 0 held (here, by this thread) are
+        // given four shards of their own, and keep them.
+        let held = SHARDS[0].lock();
+        let (tx, rx) = std::sync::mpsc::channel();
         let objects: Vec<Vec<usize>> = std::thread::scope(|s| {
             let threads: Vec<_> = (0..4)
                 .map(|_| {
-                    s.spawn(|| {
-                        (0..64)
-                            .map(|i| big((1 + i % 5) * PAGE_SIZE, 8) as usize)
-                            .collect::<Vec<_>>()
+                    let tx = tx.clone();
+                    s.spawn(move || {
+                        let first = big(PAGE_SIZE, 8) as usize;
+                        tx.send(()).unwrap();
+                        let mut list = vec![first];
+                        list.extend((0..63).map(|i| big((1 + i % 5) * PAGE_SIZE, 8) as usize));
+                        list
                     })
                 })
                 .collect();
+            for _ in 0..4 {
+                rx.recv().unwrap();
+            }
+            drop(held);
             threads.into_iter().map(|t| t.join().unwrap()).collect()
         });
         let shards: std::collections::BTreeSet<usize> = objects
@@ -1798,6 +1854,7 @@ mod tests {
             .map(|&p| owner(p).unwrap().0)
             .collect();
         assert_eq!(shards.len(), 4, "each thread has a shard of its own");
+        assert!(!shards.contains(&0));
         for list in &objects {
             let shard = owner(list[0]).unwrap().0;
             assert!(list.iter().all(|&p| owner(p).unwrap().0 == shard));
