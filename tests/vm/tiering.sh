@@ -10,6 +10,7 @@
 #   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh warm-start
 #   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh cache-room
 #   scripts/tiered-vm --fast-mem 126M --slow-mem 1G -- tests/vm/tiering.sh page-location
+#   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh thp-threads
 # Each scenario runs tierbench once without objtier (the baseline must leave the hot objects
 # slow) and once under `objtier run`, and judges both by tierbench's own ground truth
 # (move_pages status of its pages), never by objtier's counters.
@@ -37,7 +38,7 @@ trap cleanup EXIT
 
 bench() { "$BIN/tierbench" hotcold --objects 8 --size 96M --hot 2 --json "$@"; }
 
-scenario=${1:?usage: tiering.sh small-fast|capped|three-tier|priorities|placement|proactive|phase-change|warm-start|cache-room|page-location}
+scenario=${1:?usage: tiering.sh small-fast|capped|three-tier|priorities|placement|proactive|phase-change|warm-start|cache-room|page-location|thp-threads}
 echo "== $scenario: $(grep -h MemTotal /sys/devices/system/node/node*/meminfo | tr -s ' ' | tr '\n' ';')"
 case $scenario in
 small-fast)
@@ -252,6 +253,20 @@ sys.exit(0 if placed >= 0.95 and unplaced <= 0.05 else 1)' "$WORK/placement.json
 		echo "no site found to place; sites: $(python3 -c 'import json,sys; print([p["sites"] for p in json.load(open(sys.argv[1]))["processes"]])' "$WORK/status.json")"
 		daemon_log
 	fi
+	;;
+thp-threads)
+	# The library's own memory must not take the fast tier a huge page at a time. With
+	# transparent huge pages `always` (this guest's default, and many distributions'), each
+	# 2 MiB-aligned range touched first can fault in whole; first touch puts those pages in the
+	# fast tier, ahead of the program's data. 8 threads that allocate one 8 KiB object and 100
+	# small ones each: glibc adds ~0.2 MiB, Debian's mimalloc ~2.6 MiB, libobjtier ~2.4 MiB
+	# (18.6 MiB when mimalloc's arenas were committed whole and every thread had a shard).
+	echo always > /sys/kernel/mm/transparent_hugepage/enabled
+	gcc -O1 -Wall -pthread -o "$WORK/thp_threads" tests/vm/thp_threads.c
+	plain=$("$WORK/thp_threads")
+	preloaded=$(LD_PRELOAD="$BIN/libobjtier.so" OBJTIER_SOCKET=/nonexistent/objtier.sock "$WORK/thp_threads")
+	echo "   RssAnon added by 8 threads: ${plain} KiB with glibc, ${preloaded} KiB with libobjtier"
+	if [ "$preloaded" -le 8192 ]; then pass threads-cost-no-huge-page-each; else fail threads-cost-no-huge-page-each; fi
 	;;
 proactive)
 	# A cold site that keeps allocating while a hot site owns the fast tier: once all of the
