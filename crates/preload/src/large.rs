@@ -41,8 +41,8 @@
 //! and dirty extents of its own, so every invariant of a `State` holds per shard, and every
 //! report about one address is made under the lock of the one shard that owns it. A
 //! single-threaded program only ever uses shard 0. Threads that allocate at once soon take
-//! different locks (bench/alloc `xthreads`, four threads on two
-//! CPUs: with one lock, 15 % of its 1.05 M acquisitions found it held). What is process-wide
+//! different locks (bench/alloc `xthreads`, four threads on two CPUs: with one lock, 15 % of
+//! its 1.05 M acquisitions found it held). What is process-wide
 //! stays process-wide: the dirty cache's budget (evictions move on to other shards when the
 //! freeing shard has too little cached) and the idle purge (the free, allocation or mimalloc
 //! heartbeat that starts a tick purges every shard).
