@@ -785,7 +785,8 @@ const MIMALLOC_ARENA_RESERVE_KIB: libc::c_long = 1 << 20;
 /// `always`, a committed arena makes the first touch of every thread's segment fault in 2 MiB:
 /// 8 threads allocating a few small objects each held 20 MiB instead of 4.6 MiB, taken where
 /// first touch puts it, in the fast tier ahead of the program's data (docs/performance.md).
-/// `MIMALLOC_ARENA_EAGER_COMMIT` still wins.
+/// `MIMALLOC_ARENA_EAGER_COMMIT` set to 0 or 1 still wins; set to 2, it reads as the default
+/// and is replaced, as `MIMALLOC_ARENA_RESERVE=1GiB` is.
 const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 const MIMALLOC_ARENA_EAGER_COMMIT: libc::c_long = 2;
 
