@@ -13,6 +13,10 @@ the measured window. The main number is the modeled memory time (node accesses x
 latency), compared with first-touch at the same capacity: first-touch never moves a page, so the
 ratio says what the tiering bought. Lower is better.
 
+A cell run more than once (`bench/eval/run --repeat N`, or --resume into a folder that has it)
+shows the mean of its successful runs and, in parentheses, the lowest and the highest: the ratio
+of each run is taken against the mean of first-touch's runs at that capacity.
+
 Standard library only, plus matplotlib (Agg backend) for the plots; without matplotlib the summary
 is still written and says why the plots are missing.
 """
@@ -187,9 +191,14 @@ def read_meta(path):
 
 @dataclass
 class Matrix:
-    """The latest run of each (workload, config, capacity) cell, and the axes in report order."""
+    """The runs of each (workload, config, capacity) cell, and the axes in report order.
+
+    `cells` holds each cell's latest run (what a failed cell reports), `runs` all of them in
+    file order.
+    """
 
     cells: dict
+    runs: dict
     workloads: list
     configs: list
     capacities: list
@@ -204,8 +213,9 @@ def config_order(configs_in_file_order):
 
 
 def build_matrix(runs):
-    """Places runs in their cells; a later line for the same cell replaces an earlier one."""
+    """Places runs in their cells, the latest of each in `cells`."""
     cells = {}
+    all_runs = {}
     workloads = []
     configs = []
     repeated = set()
@@ -214,43 +224,63 @@ def build_matrix(runs):
         if key in cells:
             repeated.add(key)
         cells[key] = run
+        all_runs.setdefault(key, []).append(run)
         if run.workload not in workloads:
             workloads.append(run.workload)
         if run.config not in configs:
             configs.append(run.config)
     capacities = sorted({run.capacity for run in runs})
-    return Matrix(cells, workloads, config_order(configs), capacities, len(repeated))
+    return Matrix(cells, all_runs, workloads, config_order(configs), capacities, len(repeated))
+
+
+def ok_runs(matrix, workload, config, capacity):
+    """The cell's successful runs, in file order."""
+    return [run for run in matrix.runs.get((workload, config, capacity), []) if run.ok]
 
 
 def ok_run(matrix, workload, config, capacity):
-    """The cell's run if it succeeded, else None."""
-    run = matrix.cells.get((workload, config, capacity))
-    if run is None or not run.ok:
-        return None
-    return run
+    """The cell's latest successful run, or None."""
+    runs = ok_runs(matrix, workload, config, capacity)
+    return runs[-1] if runs else None
+
+
+def mean_of(values):
+    """The mean of the values that are not None, or None if there are none."""
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def cell_mean(matrix, workload, config, capacity, metric):
+    """The mean of one per-run number (a Run field) over the cell's successful runs."""
+    return mean_of(getattr(run, metric) for run in ok_runs(matrix, workload, config, capacity))
+
+
+def relative_times(matrix, workload, config, capacity):
+    """Each successful run's modeled memory time relative to the mean of first-touch's at the
+    same capacity; [] without a baseline."""
+    base = cell_mean(matrix, workload, BASELINE, capacity, "modeled_s")
+    if not base:
+        return []
+    return [run.modeled_s / base for run in ok_runs(matrix, workload, config, capacity)
+            if run.modeled_s is not None]
 
 
 def relative_time(matrix, workload, config, capacity):
-    """Modeled memory time relative to first-touch at the same capacity, or None."""
-    run = ok_run(matrix, workload, config, capacity)
-    base = ok_run(matrix, workload, BASELINE, capacity)
-    if run is None or base is None:
-        return None
-    if run.modeled_s is None or not base.modeled_s:
-        return None
-    return run.modeled_s / base.modeled_s
+    """Mean modeled memory time relative to first-touch at the same capacity, or None."""
+    return mean_of(relative_times(matrix, workload, config, capacity))
 
 
 def winners(matrix, workload, capacity):
     """The configs with the lowest modeled memory time at this capacity (all of them on a tie).
 
-    Absolute modeled time, not the ratio, so that a winner is known without a baseline too.
+    Absolute modeled time (the mean over a cell's runs), not the ratio, so that a winner is known
+    without a baseline too.
     """
     times = {}
     for config in matrix.configs:
-        run = ok_run(matrix, workload, config, capacity)
-        if run is not None and run.modeled_s is not None:
-            times[config] = run.modeled_s
+        seconds = cell_mean(matrix, workload, config, capacity, "modeled_s")
+        if seconds is not None:
+            times[config] = seconds
     if not times:
         return set()
     best = min(times.values())
@@ -390,18 +420,30 @@ class Notes:
         return lines
 
 
+def with_range(values, formatted_mean, fmt):
+    """A cell's mean, followed by the lowest and highest run when there were several."""
+    present = [v for v in values if v is not None]
+    if len(present) < 2 or formatted_mean == "-":
+        return formatted_mean
+    return f"{formatted_mean} ({fmt(min(present))}-{fmt(max(present))})"
+
+
 def workload_cells(matrix, workload, config, capacity, best, notes):
     """The three cells (fast share, relative time, migrated GiB) of one config at one capacity."""
     run = matrix.cells.get((workload, config, capacity))
     if run is None:
         return ["-", "-", "-"]
-    if not run.ok:
+    runs = ok_runs(matrix, workload, config, capacity)
+    if not runs:
         reference = notes.add(f"{workload}, {config}, {capacity_label(capacity)}: {run.error}")
         return [f"failed {reference}", "", ""]
+    shares = [r.fast_share for r in runs]
+    ratios = relative_times(matrix, workload, config, capacity)
+    gibs = [r.migrated_gib for r in runs]
     cells = [
-        format_percent(run.fast_share),
-        format_ratio(relative_time(matrix, workload, config, capacity)),
-        format_gib(run.migrated_gib),
+        with_range(shares, format_percent(mean_of(shares)), lambda v: f"{v * 100:.1f}"),
+        with_range(ratios, format_ratio(mean_of(ratios)), lambda v: f"{v:.2f}"),
+        with_range(gibs, format_gib(mean_of(gibs)), format_gib),
     ]
     if config in best:
         cells = [bold(cell) if cell != "-" else cell for cell in cells]
@@ -533,8 +575,10 @@ def render_summary(matrix, meta, plots, plot_note, warnings):
         lines += [f"![{title}]({name})", ""]
     remarks = []
     if matrix.repeated_cells:
-        remarks.append(f"{matrix.repeated_cells} cell(s) were run more than once; "
-                       "the latest run is shown.")
+        remarks.append(f"{matrix.repeated_cells} cell(s) were run more than once: they show the "
+                       "mean of their successful runs and, in parentheses, the lowest and the "
+                       "highest (each run's time against the mean of first-touch's); the plots "
+                       "show the means, and the timelines the latest run.")
     remarks += warnings
     if plot_note:
         remarks.append(plot_note)
@@ -606,11 +650,11 @@ def plot_metric(plt, matrix, workload, colors, path, metric, title, ylabel):
     """A grouped bar chart of one per-run number; False when no run has it."""
     values = {}
     failed = set()
-    for (w, config, capacity), run in matrix.cells.items():
+    for (w, config, capacity) in matrix.cells:
         if w != workload:
             continue
-        value = getattr(run, metric)
-        if not run.ok:
+        value = cell_mean(matrix, w, config, capacity, metric)
+        if not ok_runs(matrix, w, config, capacity):
             failed.add((config, capacity))
         elif value is not None:
             values[(config, capacity)] = value * 100 if metric == "fast_share" else value

@@ -56,8 +56,9 @@ def synthetic_runs():
     """Two workloads x four configs x two capacities, with the awkward cases mixed in.
 
     - tierbench-static: objtier-apb-alloc wins at both capacities (0.80x, 0.90x); damos fails at
-      50 %; the objtier-lru-time cell at 25 % is run twice and only the second (1.10x) counts:
-      the first (0.50x) would have won.
+      50 %; the objtier-lru-time cell at 25 % is run twice (0.50x, 1.10x): its mean (0.80x + a
+      little: 1.62 s against apb-alloc's 1.6 s) shows, with the range, and does not win, though
+      its first run alone would have; first-touch at 50 % is run twice too, and failed once.
     - pagerank: no first-touch at all, so no relative times; damos wins at 25 % by absolute time;
       numab-tiering has no timeline.
     """
@@ -66,11 +67,12 @@ def synthetic_runs():
         run_line("tierbench-static", "first-touch", 0.5, 1.0, 0.80),
         run_line("tierbench-static", "objtier-apb-alloc", 0.25, 1.6, 0.71, 0.005),
         run_line("tierbench-static", "objtier-apb-alloc", 0.5, 0.9, 0.90, 0.25),
-        run_line("tierbench-static", "objtier-lru-time", 0.25, 1.0, 0.95, 3.0),
+        run_line("tierbench-static", "objtier-lru-time", 0.25, 1.04, 0.95, 3.0),
         run_line("tierbench-static", "damos", 0.25, 1.9, 0.55, 0.5),
         failed_line("tierbench-static", "damos", 0.5, "guest | panic: out of memory\nkilled"),
         run_line("tierbench-static", "objtier-lru-time", 0.25, 2.2, 0.40, 1.0),
         run_line("tierbench-static", "objtier-lru-time", 0.5, 0.95, 0.85, 0.5),
+        failed_line("tierbench-static", "first-touch", 0.5, "exit 124: timed out"),
         run_line("pagerank", "damos", 0.25, 3.0, 0.60, 0.1),
         run_line("pagerank", "numab-tiering", 0.25, 3.5, 0.55, 0.2, timeline=None),
         run_line("pagerank", "objtier-apb-alloc", 0.25, 3.2, 0.58, 0.3),
@@ -128,11 +130,18 @@ class ReportTest(unittest.TestCase):
                          ["objtier-apb-alloc", "**71.0 %**", "**0.80x**", "**0.0050**",
                           "**90.0 %**", "**0.90x**", "**0.25**"])
 
-    def test_latest_repeat_wins(self):
+    def test_repeats_show_their_mean_and_range(self):
         summary, _ = self.write_report(plots_enabled=False)
         row = self.table_row(summary, "tierbench-static", "objtier-lru-time")
-        self.assertEqual(row[1:4], ["40.0 %", "1.10x", "1.00"])
-        self.assertIn("1 cell(s) were run more than once", summary)
+        # (1.04 + 2.2) / 2 = 1.62 s against first-touch's 2.0 s; runs 0.52x and 1.10x.
+        self.assertEqual(row[1:4], ["67.5 % (40.0-95.0)", "0.81x (0.52-1.10)", "2.00 (1.00-3.00)"])
+        # The mean decides the winner: apb-alloc's 1.6 s beats 1.62 s.
+        self.assertEqual(self.table_row(summary, "tierbench-static", "objtier-apb-alloc")[2],
+                         "**0.80x**")
+        # A failed repeat leaves the successful run alone in its cell, with no range or note.
+        self.assertEqual(self.table_row(summary, "tierbench-static", "first-touch")[4:],
+                         ["80.0 %", "1.00x", "0.00"])
+        self.assertIn("2 cell(s) were run more than once", summary)
 
     def test_failed_run_has_a_note(self):
         summary, _ = self.write_report(plots_enabled=False)
@@ -161,8 +170,8 @@ class ReportTest(unittest.TestCase):
 
     def test_skipped_line_is_reported(self):
         summary, stderr = self.write_report(plots_enabled=False)
-        self.assertIn("runs.jsonl line 13 skipped", summary)
-        self.assertIn("runs.jsonl line 13 skipped", stderr)
+        self.assertIn("runs.jsonl line 14 skipped", summary)
+        self.assertIn("runs.jsonl line 14 skipped", stderr)
         self.assertIn("- git: `abc123`", summary)
 
     def test_without_matplotlib_summary_says_plots_were_skipped(self):
