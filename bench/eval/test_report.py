@@ -56,8 +56,8 @@ def synthetic_runs():
     """Two workloads x four configs x two capacities, with the awkward cases mixed in.
 
     - tierbench-static: objtier-apb-alloc wins at both capacities (0.80x, 0.90x); damos fails at
-      50 %; the objtier-lru-time cell at 25 % is run twice (0.50x, 1.10x): its mean (0.80x + a
-      little: 1.62 s against apb-alloc's 1.6 s) shows, with the range, and does not win, though
+      50 %; the objtier-lru-time cell at 25 % is run twice (0.52x, 1.10x): the cell shows their
+      mean (1.62 s, 0.81x) with the range, and does not win against apb-alloc's 1.6 s, though
       its first run alone would have; first-touch at 50 % is run twice too, and failed once.
     - pagerank: no first-touch at all, so no relative times; damos wins at 25 % by absolute time;
       numab-tiering has no timeline.
