@@ -214,23 +214,19 @@ def config_order(configs_in_file_order):
 
 def build_matrix(runs):
     """Places runs in their cells, the latest of each in `cells`."""
-    cells = {}
     all_runs = {}
     workloads = []
     configs = []
-    repeated = set()
     for run in runs:
-        key = (run.workload, run.config, run.capacity)
-        if key in cells:
-            repeated.add(key)
-        cells[key] = run
-        all_runs.setdefault(key, []).append(run)
+        all_runs.setdefault((run.workload, run.config, run.capacity), []).append(run)
         if run.workload not in workloads:
             workloads.append(run.workload)
         if run.config not in configs:
             configs.append(run.config)
+    cells = {key: cell_runs[-1] for key, cell_runs in all_runs.items()}
+    repeated = sum(len(cell_runs) > 1 for cell_runs in all_runs.values())
     capacities = sorted({run.capacity for run in runs})
-    return Matrix(cells, all_runs, workloads, config_order(configs), capacities, len(repeated))
+    return Matrix(cells, all_runs, workloads, config_order(configs), capacities, repeated)
 
 
 def ok_runs(matrix, workload, config, capacity):
@@ -653,8 +649,9 @@ def plot_metric(plt, matrix, workload, colors, path, metric, title, ylabel):
     for (w, config, capacity) in matrix.cells:
         if w != workload:
             continue
-        value = cell_mean(matrix, w, config, capacity, metric)
-        if not ok_runs(matrix, w, config, capacity):
+        runs = ok_runs(matrix, w, config, capacity)
+        value = mean_of(getattr(run, metric) for run in runs)
+        if not runs:
             failed.add((config, capacity))
         elif value is not None:
             values[(config, capacity)] = value * 100 if metric == "fast_share" else value
