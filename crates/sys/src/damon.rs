@@ -495,8 +495,10 @@ impl<F: SysfsFiles> Damon<F> {
     /// Monitors exactly `targets`. Any change restarts the kdamond with the new targets and
     /// ranges, and so does finding it stopped (the kernel stops a kdamond on its own, e.g. when
     /// every target exited). Online `commit` would keep region history, but a commit the
-    /// kernel rejects terminates the kdamond silently on 6.x, and a restart costs only the
-    /// first aggregation (400 ms) of a 2 s interval. With `vaddr` the ranges are ignored (the
+    /// kernel rejects terminates the kdamond silently on 6.x (seen on 6.12: a commit naming an
+    /// exited pid stops it, and the write still succeeds), and a restart costs about the first
+    /// aggregation of an interval (its snapshot holds one region with no counts; regions split
+    /// again within about three). With `vaddr` the ranges are ignored (the
     /// kernel follows the whole address space).
     pub fn set_targets(&mut self, targets: &[Target]) -> Result<(), DamonError> {
         self.claim()?;
