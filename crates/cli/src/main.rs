@@ -197,7 +197,7 @@ struct DaemonArgs {
     /// DAMON sampling interval [default: 5ms].
     #[arg(long, value_parser = parse_duration)]
     damon_sample: Option<Duration>,
-    /// DAMON aggregation interval; the daemon reads one aggregation's counts an interval [default: a fifth of the shortest interval, 400ms at 2s]
+    /// DAMON aggregation interval [default: 100ms].
     #[arg(long, value_parser = parse_duration)]
     damon_aggregate: Option<Duration>,
     /// DAMON's bounds on the number of regions it keeps over all attached processes, MIN-MAX
@@ -447,15 +447,9 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
         config.damon.sample_us = v.as_micros() as u64;
     }
     let damon_aggregate = text("damon-aggregate", &file.damon_aggregate, parse_duration)?;
-    config.damon.aggr_us = match args.damon_aggregate.or(damon_aggregate) {
-        Some(v) => v.as_micros() as u64,
-        None => {
-            let shortest = config
-                .startup_interval
-                .map_or(config.interval, |s| s.min(config.interval));
-            objtier_sys::damon::DamonAttrs::aggregation_for(shortest, config.damon.sample_us)
-        }
-    };
+    if let Some(v) = args.damon_aggregate.or(damon_aggregate) {
+        config.damon.aggr_us = v.as_micros() as u64;
+    }
     config.tiers = args.tiers.or(text("tiers", &file.tiers, parse_tiers)?);
     config.fast_capacity_bytes = args
         .fast_capacity
@@ -932,29 +926,6 @@ mod tests {
         std::fs::write(&file, "ldlat = 0\n").unwrap();
         let err = config_from(&["objtier", "daemon", "--config", path]).unwrap_err();
         assert!(format!("{err:#}").contains("1 to 65535"), "{err:#}");
-    }
-
-    #[test]
-    fn damon_aggregates_a_fifth_of_the_shortest_interval_unless_given() {
-        let aggr = |args: &[&str]| {
-            let mut all = vec!["objtier", "daemon"];
-            all.extend_from_slice(args);
-            config_from(&all).unwrap().damon.aggr_us
-        };
-        assert_eq!(aggr(&[]), 400_000, "2 s intervals");
-        assert_eq!(aggr(&["--interval", "1s"]), 200_000);
-        assert_eq!(aggr(&["--startup-interval", "500ms"]), 100_000);
-        assert_eq!(
-            aggr(&["--interval", "20ms"]),
-            10_000,
-            "at least two samples"
-        );
-        assert_eq!(aggr(&["--damon-aggregate", "100ms"]), 100_000, "given");
-        assert_eq!(
-            aggr(&["--interval", "5s", "--damon-aggregate", "1s"]),
-            1_000_000
-        );
-        assert!(config_from(&["objtier", "daemon", "--damon-aggregate", "1ms"]).is_err());
     }
 
     #[test]

@@ -147,9 +147,7 @@ pub enum DamonError {
     Parse { path: PathBuf, text: String },
 }
 
-/// Monitoring attributes: DAMON's 5 ms sampling, and an aggregation a fifth of the daemon's
-/// interval ([`DamonAttrs::aggregation_for`]; 400 ms for the default 2 s, where DAMON's own
-/// default is 100 ms).
+/// Monitoring attributes (DAMON's defaults: 5 ms sampling, 100 ms aggregation).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DamonAttrs {
     pub sample_us: u64,
@@ -163,28 +161,11 @@ impl Default for DamonAttrs {
     fn default() -> Self {
         Self {
             sample_us: 5_000,
-            aggr_us: DamonAttrs::aggregation_for(std::time::Duration::from_secs(2), 5_000),
+            aggr_us: 100_000,
             update_us: 1_000_000,
             min_regions: 10,
             max_regions: 1_000,
         }
-    }
-}
-
-impl DamonAttrs {
-    /// The aggregation interval, in microseconds, for a daemon that takes one snapshot every
-    /// `interval`: a fifth of it, and at least two samples of `sample_us`.
-    ///
-    /// A snapshot holds the counts of one aggregation, so the aggregation is the share of each
-    /// interval's samples the daemon sees. At DAMON's 100 ms that is 5 % of a 2 s interval, and
-    /// memory a program sweeps about once a second (a large array, a neighbour list) is seen in
-    /// a 100 ms aggregation with a chance of a few percent: in the evaluation such arrays looked
-    /// idle in most intervals, and whether they were promoted early was a lottery
-    /// (docs/evaluation.md). A fifth holds four times the samples. It is not more because the
-    /// kernel answers a snapshot request at the end of the next aggregation (measured: 0.2-0.3
-    /// s at 100 ms, 0.4-0.8 s at 400 ms, 0.7-1.3 s at 1 s), and the interval waits for it.
-    pub fn aggregation_for(interval: std::time::Duration, sample_us: u64) -> u64 {
-        (interval.as_micros() as u64 / 5).max(2 * sample_us)
     }
 }
 
@@ -497,8 +478,8 @@ impl<F: SysfsFiles> Damon<F> {
     /// every target exited). Online `commit` would keep region history, but a commit the
     /// kernel rejects terminates the kdamond silently on 6.x (seen on 6.12: a commit naming an
     /// exited pid stops it, and the write still succeeds), and a restart costs about the first
-    /// aggregation of an interval (its snapshot holds one region with no counts; regions split
-    /// again within about three). With `vaddr` the ranges are ignored (the
+    /// aggregation (100 ms) of a 2 s interval (its snapshot holds one region with no counts;
+    /// regions split again within about three). With `vaddr` the ranges are ignored (the
     /// kernel follows the whole address space).
     pub fn set_targets(&mut self, targets: &[Target]) -> Result<(), DamonError> {
         self.claim()?;
