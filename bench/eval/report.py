@@ -246,9 +246,14 @@ def mean_of(values):
     return sum(present) / len(present) if present else None
 
 
+def runs_mean(runs, metric):
+    """The mean of one per-run number (a Run field) over `runs`."""
+    return mean_of(getattr(run, metric) for run in runs)
+
+
 def cell_mean(matrix, workload, config, capacity, metric):
     """The mean of one per-run number (a Run field) over the cell's successful runs."""
-    return mean_of(getattr(run, metric) for run in ok_runs(matrix, workload, config, capacity))
+    return runs_mean(ok_runs(matrix, workload, config, capacity), metric)
 
 
 def relative_times(matrix, workload, config, capacity):
@@ -650,7 +655,7 @@ def plot_metric(plt, matrix, workload, colors, path, metric, title, ylabel):
         if w != workload:
             continue
         runs = ok_runs(matrix, w, config, capacity)
-        value = mean_of(getattr(run, metric) for run in runs)
+        value = runs_mean(runs, metric)
         if not runs:
             failed.add((config, capacity))
         elif value is not None:
