@@ -31,6 +31,7 @@
 //! | `ldlat` | cycles | `--ldlat` |
 //! | `damon-sample` | duration | `--damon-sample` |
 //! | `damon-aggregate` | duration | `--damon-aggregate` |
+//! | `damon-snapshots` | number, 2 to 20 | `--damon-snapshots` |
 //! | `damon-regions` | `"MIN-MAX"` (`"10-1000"`) | `--damon-regions` |
 
 use anyhow::Context;
@@ -116,6 +117,7 @@ pub struct DaemonFile {
     pub ldlat: Option<u64>,
     pub damon_sample: Option<String>,
     pub damon_aggregate: Option<String>,
+    pub damon_snapshots: Option<u32>,
     pub damon_regions: Option<String>,
 }
 
@@ -133,7 +135,7 @@ impl DaemonFile {
                  startup-window, alpha, fill, \
                  split, prioritization, trigger, source, tiers, fast-capacity, fast-reserve, \
                  reclaim-cache, whole-records, proactive, warm-start, site-store, rate-limit, event, sample-period, ldlat, \
-                 damon-sample, damon-aggregate, damon-regions",
+                 damon-sample, damon-aggregate, damon-snapshots, damon-regions",
                 e.to_string().trim_end()
             )
         })

@@ -200,6 +200,10 @@ struct DaemonArgs {
     /// DAMON aggregation interval [default: 100ms].
     #[arg(long, value_parser = parse_duration)]
     damon_aggregate: Option<Duration>,
+    /// DAMON snapshots read per interval, evenly spaced, each one aggregation's counts (2 to
+    /// 20) [default: 4]: more see more of DAMON's samples, at more CPU.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=20))]
+    damon_snapshots: Option<u32>,
     /// DAMON's bounds on the number of regions it keeps over all attached processes, MIN-MAX
     /// [default: 10-1000]: more regions resolve smaller hot objects, at more CPU per sample.
     #[arg(long, value_parser = parse_regions)]
@@ -449,6 +453,12 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     let damon_aggregate = text("damon-aggregate", &file.damon_aggregate, parse_duration)?;
     if let Some(v) = args.damon_aggregate.or(damon_aggregate) {
         config.damon.aggr_us = v.as_micros() as u64;
+    }
+    if let Some(v) = args.damon_snapshots.or(file.damon_snapshots) {
+        if !(2..=20).contains(&v) {
+            bail!("damon-snapshots = {v}: read 2 to 20 DAMON snapshots an interval");
+        }
+        config.damon_snapshots = v;
     }
     config.tiers = args.tiers.or(text("tiers", &file.tiers, parse_tiers)?);
     config.fast_capacity_bytes = args
@@ -980,7 +990,7 @@ mod tests {
             "fill = 0.8\ninterval = \"1s\"\nprioritization = \"lru\"\nsource = \"none\"\n\
              rate-limit = \"256M\"\nproactive = false\ntrigger = [\"time:2\", \"alloc:512M\"]\n\
              warm-start = false\nsite-store = \"/srv/sites\"\ndamon-regions = \"20-2000\"\n\
-             reclaim-cache = false\n",
+             reclaim-cache = false\ndamon-snapshots = 8\n",
         )
         .unwrap();
         let path = file.to_str().unwrap();
@@ -999,6 +1009,7 @@ mod tests {
         assert!(!c.reclaim_cache);
         assert_eq!(c.site_store.as_deref(), Some(Path::new("/srv/sites")));
         assert_eq!((c.damon.min_regions, c.damon.max_regions), (20, 2000));
+        assert_eq!(c.damon_snapshots, 8);
         assert_eq!(
             c.perf_ldlat, 30,
             "perf mem's load latency threshold by default"
@@ -1027,6 +1038,26 @@ mod tests {
         assert_eq!(c.split_bytes, Some(8192), "whole pages");
         let defaults = config_from(&["objtier", "daemon"]).unwrap();
         assert_eq!(defaults.interval, Duration::from_secs(2));
+        assert_eq!(defaults.damon_snapshots, 4);
+        let c = config_from(&["objtier", "daemon", "--damon-snapshots", "12"]).unwrap();
+        assert_eq!(c.damon_snapshots, 12);
+        for (args, error) in [
+            (
+                &["objtier", "daemon", "--damon-snapshots", "1"][..],
+                "not in 2..=20",
+            ),
+            (
+                &["objtier", "daemon", "--damon-snapshots", "many"][..],
+                "invalid digit",
+            ),
+        ] {
+            let e = config_from(args).unwrap_err().to_string();
+            assert!(e.contains(error), "{e}");
+        }
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, "damon-snapshots = 50\n").unwrap();
+        let e = config_from(&["objtier", "daemon", "--config", bad.to_str().unwrap()]).unwrap_err();
+        assert!(format!("{e:#}").contains("2 to 20"), "{e:#}");
         assert_eq!(defaults.proactive, SitePlacement::Conservative);
         assert_eq!(defaults.triggers, vec![TriggerSpec::Time(1)]);
         assert!(defaults.warm_start);

@@ -37,6 +37,11 @@ impl std::str::FromStr for SourceChoice {
     }
 }
 
+/// DAMON snapshots per interval: a fifth of DAMON's samples at its 100 ms aggregation and 2 s
+/// intervals (one snapshot saw a twentieth, and programs that sweep their arrays once a second
+/// looked idle in most intervals), for about 1.5 % more of a CPU than one (docs/evaluation.md).
+pub const DEFAULT_DAMON_SNAPSHOTS: u32 = 4;
+
 #[derive(Clone, Debug)]
 pub struct DaemonConfig {
     pub socket_path: PathBuf,
@@ -59,6 +64,9 @@ pub struct DaemonConfig {
     pub triggers: Vec<TriggerSpec>,
     pub source: SourceChoice,
     pub damon: DamonAttrs,
+    /// DAMON snapshots read per interval (`--damon-snapshots`, 4), evenly spaced: each holds
+    /// one aggregation's counts, so more see more of DAMON's samples, at more CPU.
+    pub damon_snapshots: u32,
     /// The perf event to sample (`--event`); None: the best hardware one found.
     pub perf_event: Option<String>,
     /// Sample period of the perf event (`--sample-period`); None: the event's default (4096;
@@ -125,6 +133,7 @@ impl DaemonConfig {
             triggers: vec![TriggerSpec::Time(1)],
             source: SourceChoice::Auto,
             damon: DamonAttrs::default(),
+            damon_snapshots: DEFAULT_DAMON_SNAPSHOTS,
             perf_event: None,
             perf_period: None,
             perf_ldlat: objtier_sys::perf::event::DEFAULT_LDLAT,

@@ -120,7 +120,7 @@ pub struct AccessSource {
 }
 
 /// CPU time of the calling thread, in seconds.
-fn thread_cpu_seconds() -> f64 {
+pub(crate) fn thread_cpu_seconds() -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
