@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 pub struct DamonSource {
     operations: &'static str,
+    snapshots: u32,
     shared: Arc<Shared>,
     sampler: Option<JoinHandle<()>>,
 }
@@ -116,6 +117,7 @@ pub fn open(config: &DaemonConfig) -> Result<DamonSource, DamonError> {
         })?;
     Ok(DamonSource {
         operations,
+        snapshots: config.damon_snapshots,
         shared,
         sampler: Some(sampler),
     })
@@ -227,7 +229,10 @@ impl Source for DamonSource {
     }
 
     fn describe(&self) -> String {
-        format!("damon ({})", self.operations)
+        format!(
+            "damon ({}, {} snapshots an interval)",
+            self.operations, self.snapshots
+        )
     }
 
     fn follow(&mut self, targets: &[Target]) -> anyhow::Result<()> {
