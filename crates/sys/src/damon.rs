@@ -177,7 +177,6 @@ pub struct RegionSample {
     pub start: u64,
     pub end: u64,
     pub nr_accesses: u32,
-    pub age: u32,
 }
 
 /// CPU seconds (user + system) a thread has used, from `<proc_root>/PID/stat`.
@@ -567,7 +566,6 @@ impl<F: SysfsFiles> Damon<F> {
             let start = self.read_number(&region.join("start"))?;
             let end = self.read_number(&region.join("end"))?;
             let nr_accesses = self.read_number(&region.join("nr_accesses"))? as u32;
-            let age = self.read_number(&region.join("age"))? as u32;
             // The kernel lists regions target by target, each target's in ascending order, so
             // the target only ever advances: to the next one whose ranges contain the region
             // (fvaddr), or, when the address goes backwards, to the next one regardless. A
@@ -593,7 +591,6 @@ impl<F: SysfsFiles> Damon<F> {
                 start,
                 end,
                 nr_accesses,
-                age,
             });
         }
         Ok(out)
@@ -679,12 +676,7 @@ mod tests {
     fn put_regions(d: &mut Damon<DryRunFiles>, rows: &[(u64, u64, u32)]) {
         let regions = format!("{K}/0/contexts/0/schemes/0/tried_regions");
         for (i, (s, e, n)) in rows.iter().enumerate() {
-            for (f, v) in [
-                ("start", *s),
-                ("end", *e),
-                ("nr_accesses", *n as u64),
-                ("age", 1),
-            ] {
+            for (f, v) in [("start", *s), ("end", *e), ("nr_accesses", *n as u64)] {
                 d.files
                     .files
                     .insert(format!("{regions}/{i}/{f}").into(), v.to_string());

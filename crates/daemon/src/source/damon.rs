@@ -288,7 +288,6 @@ mod tests {
             start,
             end,
             nr_accesses,
-            age: 0,
         }
     }
 
