@@ -123,6 +123,32 @@ pub fn open(config: &DaemonConfig) -> Result<DamonSource, DamonError> {
     })
 }
 
+/// CPU seconds of the kdamond threads the sampler ran: each restart starts a new one.
+#[derive(Debug, Default)]
+struct KdamondTime {
+    /// Seconds of those that exited.
+    exited: f64,
+    /// The running one's pid and seconds when last read.
+    current: Option<(u32, f64)>,
+}
+
+impl KdamondTime {
+    /// Takes the running kdamond's pid (None: none runs) and returns the seconds of all of
+    /// them; `seconds_of` reads a thread's CPU time (None when it cannot).
+    fn update(&mut self, pid: Option<u32>, seconds_of: impl Fn(u32) -> Option<f64>) -> f64 {
+        let last = match self.current {
+            Some((old, last)) if Some(old) == pid => last,
+            Some((_, last)) => {
+                self.exited += last;
+                0.0
+            }
+            None => 0.0,
+        };
+        self.current = pid.map(|p| (p, seconds_of(p).unwrap_or(last)));
+        self.exited + self.current.map_or(0.0, |(_, s)| s)
+    }
+}
+
 /// How often the sampler looks.
 #[derive(Clone, Copy)]
 struct Pace {
@@ -135,30 +161,14 @@ struct Pace {
 /// The sampler thread: applies new targets, takes a snapshot, adds it up, waits for the next
 /// one's time; until told to stop. Dropping `damon` at the end stops and removes the kdamond.
 fn sample(mut damon: Damon<RealFiles>, shared: &Shared, pace: Pace) {
-    let proc_root = Path::new("/proc");
     let own_start = super::thread_cpu_seconds();
-    // kdamond CPU: seconds of those that exited (each restart starts a new one), and the
-    // current one's pid and seconds.
-    let mut kdamonds_done = 0.0;
-    let mut kdamond: Option<(u32, f64)> = None;
+    let mut kdamonds = KdamondTime::default();
     let mut account = |damon: &mut Damon<RealFiles>, shared: &Shared| {
-        let now = damon.kdamond_pid().map(|pid| {
-            let seconds = objtier_sys::damon::thread_cpu_seconds(proc_root, pid);
-            match kdamond {
-                Some((old, last)) if old == pid => (pid, seconds.unwrap_or(last)),
-                _ => (pid, seconds.unwrap_or(0.0)),
-            }
+        let kdamond = kdamonds.update(damon.kdamond_pid(), |pid| {
+            objtier_sys::damon::thread_cpu_seconds(Path::new("/proc"), pid)
         });
-        if let Some((old, last)) = kdamond {
-            if now.is_none_or(|(pid, _)| pid != old) {
-                kdamonds_done += last;
-            }
-        }
-        kdamond = now;
-        let total = super::thread_cpu_seconds() - own_start
-            + kdamonds_done
-            + kdamond.map_or(0.0, |(_, s)| s);
-        shared.state.lock().unwrap().cpu_seconds = total;
+        shared.state.lock().unwrap().cpu_seconds =
+            super::thread_cpu_seconds() - own_start + kdamond;
     };
     while !shared.stop.load(Ordering::Relaxed) {
         let targets = shared.state.lock().unwrap().targets.take();
@@ -215,8 +225,12 @@ impl DamonSource {
         let Some(sampler) = self.sampler.take() else {
             return;
         };
+        // Under the lock, so that the sampler cannot miss the wake-up between its check of
+        // `stop` and its wait.
+        let state = self.shared.state.lock().unwrap();
         self.shared.stop.store(true, Ordering::Relaxed);
         self.shared.wake.notify_all();
+        drop(state);
         if sampler.join().is_err() {
             tracing::warn!("the DAMON sampler thread panicked; its kdamond may be left running");
         }
@@ -242,6 +256,11 @@ impl Source for DamonSource {
     }
 
     fn observe(&mut self) -> anyhow::Result<Vec<Observation>> {
+        if self.sampler.as_ref().is_some_and(|s| s.is_finished()) {
+            anyhow::bail!(
+                "the DAMON sampler thread stopped unexpectedly (a bug); restart the daemon"
+            );
+        }
         let mut state = self.shared.state.lock().unwrap();
         let error = state.error.take();
         let snapshots = state.taken.snapshots;
@@ -328,6 +347,20 @@ mod tests {
             acc.take().is_empty(),
             "and the next interval starts from nothing"
         );
+    }
+
+    /// A restart's new kdamond starts from 0, the old one's seconds kept; a failed read keeps
+    /// the last seconds read.
+    #[test]
+    fn kdamond_time_adds_up_across_restarts() {
+        let mut t = KdamondTime::default();
+        assert_eq!(t.update(None, |_| Some(9.0)), 0.0);
+        assert_eq!(t.update(Some(100), |_| Some(1.5)), 1.5);
+        assert_eq!(t.update(Some(100), |_| None), 1.5, "a read that failed");
+        assert_eq!(t.update(Some(100), |_| Some(2.0)), 2.0);
+        assert_eq!(t.update(Some(200), |_| Some(0.25)), 2.25, "restarted");
+        assert_eq!(t.update(None, |_| Some(5.0)), 2.25, "stopped");
+        assert_eq!(t.update(Some(300), |_| None), 2.25);
     }
 
     /// Regions of a target the pid list does not name (the kdamond's targets changed) and
