@@ -385,8 +385,11 @@ pub struct Process {
     pub records_generation: u64,
     /// The access source's ranges for this process, and the generation they were derived from.
     pub source_ranges: (u64, Vec<(u64, u64)>),
-    /// Allocations of this interval not yet promoted to records.
-    pub pending: HashMap<u64, Object>,
+    /// Allocations of this interval not yet promoted to records. One insert and one remove for
+    /// every tracked object a program allocates and frees, so it hashes with foldhash, seeded
+    /// per map (the addresses come from the program): the standard SipHash was a fifth of the
+    /// daemon's time under an allocation-heavy program (bench/alloc `xthreads`).
+    pub pending: HashMap<u64, Object, foldhash::fast::RandomState>,
     pub stats: ProcessStats,
     /// Resident bytes per tier at the last placement query.
     pub resident_bytes_by_tier: Vec<u64>,
@@ -506,7 +509,7 @@ impl Process {
             records: Records::new(),
             records_generation: 0,
             source_ranges: (u64::MAX, Vec::new()),
-            pending: HashMap::new(),
+            pending: HashMap::default(),
             stats: ProcessStats::default(),
             resident_bytes_by_tier: vec![],
             split_bytes,
