@@ -693,15 +693,26 @@ fn errno_name(errno: i32) -> String {
 
 impl Daemon {
     /// Makes the allocations buffered since the last call records, and has the access source
-    /// follow every process's records (a process's ranges are derived again only when its set
-    /// of records changed). Called at each interval and, from the poll loop (`Daemon::serve`),
-    /// once in its middle: an object allocated early in an interval is sampled in the
+    /// follow every process's records. Called from the poll loop (`Daemon::serve`) once in the
+    /// middle of each interval: an object allocated early in an interval is sampled in the
     /// aggregation that ends it and planned at its end, an interval sooner than if it became a
-    /// record only there. Errors are logged and returned for the interval's report.
+    /// record only there. (The interval itself does the two steps apart: it commits before
+    /// attributing its samples, and follows after.) Errors are logged and returned.
     pub fn follow_new_objects(&mut self) -> Result<(), String> {
+        self.commit_new_objects();
+        self.follow_records()
+    }
+
+    /// Makes the allocations buffered since the last call records.
+    fn commit_new_objects(&mut self) {
         for p in self.processes.values_mut() {
             p.commit_pending();
         }
+    }
+
+    /// Has the access source follow every process's records (a process's ranges are derived
+    /// again only when its set of records changed). Errors are logged and returned.
+    fn follow_records(&mut self) -> Result<(), String> {
         // The newest connection of each pid owns it (an exec re-attaches under the same pid).
         let latest_by_pid: HashMap<u32, u64> =
             self.processes.values().map(|p| (p.pid, p.id)).collect();
@@ -748,9 +759,7 @@ impl Daemon {
         // tables, each 16 MiB and live for 1-2 s: several thousand sampled accesses an interval
         // fell on such a table and were dropped, and it was freed before the next plan); perf
         // samples every address. Objects already freed are gone, and their samples with them.
-        for p in self.processes.values_mut() {
-            p.commit_pending();
-        }
+        self.commit_new_objects();
         // The newest connection of each pid owns it (an exec re-attaches under the same pid).
         let latest_by_pid: HashMap<u32, u64> =
             self.processes.values().map(|p| (p.pid, p.id)).collect();
@@ -804,7 +813,7 @@ impl Daemon {
         }
         // The access source follows the records as they are now (those committed above among
         // them) right away, so the next snapshot already covers them.
-        if let Err(e) = self.follow_new_objects() {
+        if let Err(e) = self.follow_records() {
             report.source_error = Some(e);
         }
 
