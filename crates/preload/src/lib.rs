@@ -914,3 +914,21 @@ extern "C" fn print_lockstats() {
 #[used]
 #[link_section = ".fini_array"]
 static PRINT_LOCKSTATS: extern "C" fn() = print_lockstats;
+
+#[cfg(test)]
+mod tests {
+    use super::growth_room;
+
+    #[test]
+    fn an_object_moved_to_grow_by_a_small_step_gets_half_again_its_old_size() {
+        const MIB: usize = 1 << 20;
+        assert_eq!(growth_room(true, MIB, MIB + 4096), Some(3 * MIB / 2));
+        // A step of half or more gets what it asked for.
+        assert_eq!(growth_room(true, MIB, 3 * MIB / 2), None);
+        assert_eq!(growth_room(true, MIB, 2 * MIB), None);
+        // Not growing, not tracked, or no room in the address space: nothing added.
+        assert_eq!(growth_room(true, MIB, MIB), None);
+        assert_eq!(growth_room(false, MIB, MIB + 4096), None);
+        assert_eq!(growth_room(true, usize::MAX - 1, usize::MAX), None);
+    }
+}
