@@ -710,12 +710,16 @@ impl Daemon {
         }
     }
 
+    /// Which attached connection owns each pid: the newest (an exec re-attaches under the same
+    /// pid, and the old connection may not have hung up yet).
+    fn latest_connection_by_pid(&self) -> HashMap<u32, u64> {
+        self.processes.values().map(|p| (p.pid, p.id)).collect()
+    }
+
     /// Has the access source follow every process's records (a process's ranges are derived
     /// again only when its set of records changed). Errors are logged and returned.
     fn follow_records(&mut self) -> Result<(), String> {
-        // The newest connection of each pid owns it (an exec re-attaches under the same pid).
-        let latest_by_pid: HashMap<u32, u64> =
-            self.processes.values().map(|p| (p.pid, p.id)).collect();
+        let latest_by_pid = self.latest_connection_by_pid();
         let mut targets: Vec<Target> = latest_by_pid
             .iter()
             .filter_map(|(&pid, id)| {
@@ -760,9 +764,7 @@ impl Daemon {
         // fell on such a table and were dropped, and it was freed before the next plan); perf
         // samples every address. Objects already freed are gone, and their samples with them.
         self.commit_new_objects();
-        // The newest connection of each pid owns it (an exec re-attaches under the same pid).
-        let latest_by_pid: HashMap<u32, u64> =
-            self.processes.values().map(|p| (p.pid, p.id)).collect();
+        let latest_by_pid = self.latest_connection_by_pid();
         match self.source.observe() {
             Ok(observations) => {
                 report.observations = observations.len();
