@@ -549,6 +549,45 @@ static void test_idle_cache_returned(void) {
     }
 }
 
+/* The VmFlags line of the mapping that holds `p`, from /proc/self/smaps, or "" if not found. */
+static void vm_flags_of(const void *p, char *out, size_t len) {
+    out[0] = 0;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return;
+    char line[512];
+    int inside = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            snprintf(out, len, "%.*s", (int)(len - 1), line + 8);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* A process's first objects, small and tracked, lie in memory kept off transparent huge pages
+ * (MADV_NOHUGEPAGE, "nh" in smaps): under transparent_hugepage=always the first touch would
+ * otherwise make 2 MiB resident for each, in the fast tier, where first touch puts it. Run
+ * first, before the other tests allocate. */
+static void test_first_objects_off_huge_pages(void) {
+    if (!objtier || access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) return;
+    void *small = malloc(64), *tracked = malloc(8192);
+    CHECK(small && tracked, "malloc(64) and malloc(8192)");
+    if (!small || !tracked) return;
+    CHECK(((uintptr_t)tracked & ((1UL << 30) - 1)) < (2UL << 20),
+          "the first tracked object %p starts in its chunk's first 2 MiB", tracked);
+    char flags[256];
+    vm_flags_of(small, flags, sizeof flags);
+    CHECK(strstr(flags, " nh") != NULL, "a small object's arena is MADV_NOHUGEPAGE (VmFlags:%s)", flags);
+    vm_flags_of(tracked, flags, sizeof flags);
+    CHECK(strstr(flags, " nh") != NULL, "the first tracked object's pages are MADV_NOHUGEPAGE (VmFlags:%s)", flags);
+    free(small);
+    free(tracked);
+}
+
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--objtier") == 0) {
@@ -558,6 +597,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    test_first_objects_off_huge_pages();
     test_zero_and_usable_size();
     test_huge_sizes();
     test_realloc();

@@ -28,6 +28,17 @@ extern "C" {
     /// mimalloc: the start and size of arena `arena_id` (1-based), or NULL past the last one.
     /// Only atomic loads: safe from any context.
     fn mi_arena_area(arena_id: i32, size: *mut usize) -> *mut libc::c_void;
+    /// mimalloc: initialises the process (once) and the calling thread's heap, without
+    /// allocating a segment.
+    fn mi_thread_init();
+    /// mimalloc: reserves an arena of `size` bytes (0, or an errno), its id in `arena_id`.
+    fn mi_reserve_os_memory_ex(
+        size: usize,
+        commit: bool,
+        allow_large: bool,
+        exclusive: bool,
+        arena_id: *mut i32,
+    ) -> libc::c_int;
 }
 
 /// The start and size of mimalloc's arena `id` (1, 2, ...), or None past the last one reserved
@@ -60,6 +71,34 @@ fn owned_slow(ptr: *const libc::c_void) -> bool {
         map_new_arenas();
     }
     owned
+}
+
+/// Keeps mimalloc's first arena off transparent huge pages, as the chunks' first 2 MiB and the
+/// side tables are (large.rs): under `transparent_hugepage=always` the first touch of each
+/// 2 MiB of it makes 2 MiB resident, so a process with a few KiB of small objects (a shell, an
+/// MPI helper, `sleep`) held 2-4 MiB there, in the fast tier, where first touch puts it. Later
+/// arenas (a program with more than the first arena's 64 MiB of small objects, which fills its
+/// huge pages) keep the system's setting.
+///
+/// Called once, from the library's constructor: if mimalloc has no arena yet, the first is
+/// reserved here (`reserve_bytes`, committed up front if `commit`), as mimalloc would at its
+/// first allocation, so the advice comes before any page of it is touched.
+pub fn keep_first_off_huge_pages(reserve_bytes: usize, commit: bool) {
+    if arena(1).is_none() && reserve_bytes > 0 {
+        let mut id = 0;
+        // SAFETY: mimalloc must be initialised to reserve (its random state picks the
+        // address); then it reserves and registers a new arena; `id` outlives the call. A
+        // failure leaves mimalloc to reserve at its first allocation, without the advice.
+        unsafe {
+            mi_thread_init();
+            mi_reserve_os_memory_ex(reserve_bytes, commit, false, false, &mut id);
+        }
+    }
+    if let Some((start, size)) = arena(1) {
+        // SAFETY: advice on mimalloc's own reservation, which is never unmapped. EINVAL (a
+        // kernel without THP) leaves nothing to avoid.
+        unsafe { libc::madvise(start as *mut libc::c_void, size, libc::MADV_NOHUGEPAGE) };
+    }
 }
 
 /// Sets the bits of the arenas reserved since the last call. Idempotent: threads that race

@@ -62,6 +62,8 @@ use objtier_wire::PAGE_SIZE;
 
 const CHUNK_SHIFT: u32 = 30;
 const CHUNK_BYTES: usize = 1 << CHUNK_SHIFT;
+/// A transparent huge page on x86_64 (and aarch64 with 4 KiB pages).
+const HUGE_PAGE_BYTES: usize = 2 << 20;
 /// User address space on x86_64/aarch64 with 4-level page tables is 47 bits.
 const ADDRESS_BITS: u32 = 47;
 const GRANULES: usize = 1 << (ADDRESS_BITS - CHUNK_SHIFT);
@@ -1326,6 +1328,22 @@ impl State {
             self.free.add_chunk(placement, chunk_pages, bitmaps);
             self.dirty
                 .add_chunk(placement, chunk_pages, bitmaps.add(bitmap_words));
+        }
+        if bytes == CHUNK_BYTES {
+            // A thread's first tracked objects, often a process's only ones (a shell, a helper,
+            // a short tool), go at the start of its shard's first chunk: under
+            // `transparent_hugepage=always` the first of them would make 2 MiB resident, taken
+            // where first touch puts it, in the fast tier, as mimalloc's first arena would
+            // (`arenas::keep_first_off_huge_pages`). The rest of the chunk keeps the system's
+            // setting, so large arrays still get huge pages.
+            // SAFETY: advice on the chunk we just mapped; EINVAL (no THP) is fine.
+            unsafe {
+                libc::madvise(
+                    base as *mut libc::c_void,
+                    HUGE_PAGE_BYTES,
+                    libc::MADV_NOHUGEPAGE,
+                )
+            };
         }
         let nodes = self.placements[placement as usize].nodes;
         if nodes != 0 {

@@ -854,6 +854,14 @@ extern "C" fn constructor() {
             }
         }
     }
+    // SAFETY: plain reads of the options set above (or by their MIMALLOC_* variables).
+    let (reserve_kib, eager_commit) = unsafe {
+        (
+            libmimalloc_sys::mi_option_get(MI_OPTION_ARENA_RESERVE),
+            libmimalloc_sys::mi_option_get(MI_OPTION_ARENA_EAGER_COMMIT),
+        )
+    };
+    arenas::keep_first_off_huge_pages(reserve_kib.max(0) as usize * 1024, eager_commit == 1);
     // SAFETY: registering plain extern "C" handlers.
     unsafe {
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
