@@ -87,6 +87,10 @@ pub struct IntervalReport {
     pub deferred_pages: u64,
     /// Pages left for the next interval by the migration rate limit (`--rate-limit`).
     pub rate_limited_pages: u64,
+    /// Promotions not tried this step: their tier had refused one for lack of memory (ENOMEM)
+    /// since the last demotion out of it, and would refuse these too, each after the kernel
+    /// tried to reclaim for it. Planned again at the next interval, not right away.
+    pub full_tier_pages: u64,
     /// Huge pages split before moving part of them (see [`Totals::huge_page_splits`]).
     pub huge_page_splits: u64,
     pub source_error: Option<String>,
@@ -1100,6 +1104,8 @@ impl Daemon {
             .rate_limit_bytes_per_second
             .map(|rate| (rate as f64 * self.interval_length.as_secs_f64()) as u64);
         let (mut step_bytes, mut rate_limited) = (0u64, false);
+        // Tiers that refused a promotion with ENOMEM, until a demotion out of them moves pages.
+        let mut refused = vec![false; tiers];
         // Room for promotions before any demotion: free memory beyond the fill reserve,
         // negative when the tier is fuller than that (first touch leaves a node at the
         // kernel's watermark, and the budget then gives the reserve back). Demotions come first
@@ -1129,6 +1135,10 @@ impl Daemon {
             if rate_limited || rate_limit_bytes.is_some_and(|l| step_bytes + batch_bytes > l) {
                 rate_limited = true;
                 report.rate_limited_pages += pages.len() as u64;
+                continue;
+            }
+            if !demote && refused[tier] {
+                report.full_tier_pages += pages.len() as u64;
                 continue;
             }
             step_bytes += batch_bytes;
@@ -1170,8 +1180,13 @@ impl Daemon {
             }
             if demote {
                 report.demoted_pages += moved;
+                if moved > 0 {
+                    // Room in the tiers above the one the pages went to.
+                    refused[..tier].fill(false);
+                }
             } else {
                 report.promoted_pages += moved;
+                refused[tier] |= status.contains(&-libc::ENOMEM);
             }
             report.failed_pages += failed;
             if let Some(p) = self.processes.get_mut(&process_ids[pi]) {
@@ -1216,6 +1231,7 @@ impl Daemon {
                 failed_pages = report.failed_pages,
                 deferred_pages = report.deferred_pages,
                 rate_limited_pages = report.rate_limited_pages,
+                full_tier_pages = report.full_tier_pages,
                 huge_page_splits = report.huge_page_splits,
                 duration_ms = report.duration_ms,
                 failures = ?report.failures,
@@ -1640,6 +1656,40 @@ mod tests {
         assert_eq!(fake.pages_on(0) as u64, 8 * MIB / 4096, "1 MiB free again");
         let report = daemon.last_interval.as_ref().unwrap();
         assert_eq!((report.demoted_pages, report.promoted_pages), (768, 512));
+    }
+
+    /// The fast node is fuller than the kernel said (its free memory went to someone else):
+    /// the first promotion batch meets ENOMEM, and the others are not tried, since each page
+    /// would fail the same way after the kernel tried to reclaim for it. They are planned
+    /// again at the next interval, not at once (unlike pages the step's time ran out for).
+    #[test]
+    fn a_tier_that_refused_a_promotion_gets_no_more_until_a_demotion() {
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let (mut p, _peer) = process();
+        let pid = p.pid;
+        let base = 0x7000_0000_0000u64;
+        for i in 0..4 {
+            let start = base + i * 4 * MIB;
+            push(&p, EventKind::Alloc, start, 4 * MIB, event_flags::SNAPSHOT);
+            fake.lock().unwrap().place(pid, start, 4 * MIB, 1);
+        }
+        p.drain();
+        for (_, record) in p.records.iter_mut() {
+            record.interval_accesses = 100.0;
+        }
+        fake.lock().unwrap().node_capacity_pages.insert(0, 100);
+        let mut daemon = daemon_with(two_tiers(64 * MIB, 40 * MIB), p, &fake, &sys);
+        daemon.interval();
+
+        let report = daemon.last_interval.clone().unwrap();
+        let fake = fake.lock().unwrap();
+        let promotions: Vec<_> = fake.moves().into_iter().filter(|(n, _)| *n == 0).collect();
+        assert_eq!(promotions.len(), 1, "one batch tried: {:?}", report);
+        assert_eq!(report.promoted_pages, 100);
+        assert_eq!(report.failures.get("promote ENOMEM"), Some(&(1024 - 100)));
+        assert_eq!(report.full_tier_pages, 3 * 1024, "the other three batches");
+        assert_eq!(report.deferred_pages, 0, "not re-planned at once");
     }
 
     /// The whole interval against a recording fake kernel: a hot object in the slow tier and a
