@@ -2,7 +2,7 @@
 // touched once; then, for `seconds`, one of them (the fifth) is written all over again and
 // again. With `refault` it is also dropped (MADV_DONTNEED) before each round, so every round
 // faults each of its pages in anew: the software page-fault event sees it, on any machine.
-// Prints "hot 0x<address>" once the objects exist, then "done".
+// Prints "objects 0x<address>..." and "hot 0x<address>" once the objects exist, then "done".
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +41,10 @@ int main(int argc, char **argv) {
         }
         memset(objects[i], i + 1, SIZE);
     }
-    printf("hot %p\n", (void *)objects[HOT]);
+    printf("objects");
+    for (int i = 0; i < OBJECTS; i++)
+        printf(" %p", (void *)objects[i]);
+    printf("\nhot %p\n", (void *)objects[HOT]);
     fflush(stdout);
     double end = now() + seconds;
     unsigned long rounds = 0;
