@@ -1292,6 +1292,19 @@ mod tests {
         daemon
     }
 
+    /// Announces a live object of `p` at `[start, start + len)` and puts its pages on `node` of
+    /// `fake`.
+    fn object_on(
+        p: &crate::process::Process,
+        fake: &Arc<Mutex<RecordingPageMover>>,
+        start: u64,
+        len: u64,
+        node: u32,
+    ) {
+        push(p, EventKind::Alloc, start, len, event_flags::SNAPSHOT);
+        fake.lock().unwrap().place(p.pid, start, len, node);
+    }
+
     /// Nine cold 1 MiB objects filling a 10 MiB fast tier to its 0.9 fill (the 1 MiB reserve
     /// free) and a hot 2 MiB object in the slow tier, placed in `fake`. Returns the daemon and
     /// the hot object.
@@ -1300,16 +1313,13 @@ mod tests {
         sys: &tempfile::TempDir,
     ) -> (Daemon, u64) {
         let (mut p, _peer) = process();
-        let pid = p.pid;
         let base = 0x7000_0000_0000u64;
         for i in 0..9 {
             let start = base + i * MIB;
-            push(&p, EventKind::Alloc, start, MIB, event_flags::SNAPSHOT);
-            fake.lock().unwrap().place(pid, start, MIB, 0);
+            object_on(&p, fake, start, MIB, 0);
         }
         let hot = base + 64 * MIB;
-        push(&p, EventKind::Alloc, hot, 2 * MIB, event_flags::SNAPSHOT);
-        fake.lock().unwrap().place(pid, hot, 2 * MIB, 1);
+        object_on(&p, fake, hot, 2 * MIB, 1);
         p.drain();
         p.records.get_mut(hot).unwrap().interval_accesses = 100.0;
         (daemon_with(two_tiers(10 * MIB, MIB), p, fake, sys), hot)
@@ -1433,14 +1443,12 @@ mod tests {
         let sys = tempfile::tempdir().unwrap();
         let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
         let (mut p, _peer) = process();
-        let pid = p.pid;
         let base = 0x7000_0000_0000u64;
         // 32 cold objects of 64 MiB in the slow tier: 2^19 pages, four times what one interval
         // locates (a quarter of them).
         for i in 0..32 {
             let start = base + i * 64 * MIB;
-            push(&p, EventKind::Alloc, start, 64 * MIB, event_flags::SNAPSHOT);
-            fake.lock().unwrap().place(pid, start, 64 * MIB, 1);
+            object_on(&p, &fake, start, 64 * MIB, 1);
         }
         p.drain();
         let id = p.id;
@@ -1667,12 +1675,10 @@ mod tests {
         let sys = tempfile::tempdir().unwrap();
         let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
         let (mut p, _peer) = process();
-        let pid = p.pid;
         let base = 0x7000_0000_0000u64;
         for i in 0..4 {
             let start = base + i * 4 * MIB;
-            push(&p, EventKind::Alloc, start, 4 * MIB, event_flags::SNAPSHOT);
-            fake.lock().unwrap().place(pid, start, 4 * MIB, 1);
+            object_on(&p, &fake, start, 4 * MIB, 1);
         }
         p.drain();
         for (_, record) in p.records.iter_mut() {
@@ -1764,8 +1770,7 @@ mod tests {
             let (mut p, _peer) = process();
             let pid = p.pid;
             let hot = 0x7000_0000_0000u64;
-            push(&p, EventKind::Alloc, hot, 48 * MIB, event_flags::SNAPSHOT);
-            fake.lock().unwrap().place(pid, hot, 48 * MIB, 1);
+            object_on(&p, &fake, hot, 48 * MIB, 1);
             p.drain();
             let id = p.id;
             let mut daemon = daemon_with(two_tiers(40 * MIB, 40 * MIB), p, &fake, &sys);
@@ -1817,10 +1822,8 @@ mod tests {
             let sys = tempfile::tempdir().unwrap();
             let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
             let (mut p, _peer) = process();
-            let pid = p.pid;
             let hot = 0x7000_0000_0000u64;
-            push(&p, EventKind::Alloc, hot, 8 * MIB, event_flags::SNAPSHOT);
-            fake.lock().unwrap().place(pid, hot, 8 * MIB, 1);
+            object_on(&p, &fake, hot, 8 * MIB, 1);
             p.drain();
             let id = p.id;
             let mut topology = two_tiers(40 * MIB, 0);
@@ -1845,11 +1848,9 @@ mod tests {
         let sys = tempfile::tempdir().unwrap();
         let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
         let (mut p, _peer) = process();
-        let pid = p.pid;
         let (a, b) = (0x7000_0000_0000u64, 0x7000_1000_0000u64);
         for start in [a, b] {
-            push(&p, EventKind::Alloc, start, 48 * MIB, event_flags::SNAPSHOT);
-            fake.lock().unwrap().place(pid, start, 48 * MIB, 1);
+            object_on(&p, &fake, start, 48 * MIB, 1);
         }
         p.drain();
         p.fast_capacity_bytes = Some(80 * MIB);

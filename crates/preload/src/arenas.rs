@@ -95,9 +95,7 @@ pub fn keep_first_off_huge_pages(reserve_bytes: usize, commit: bool) {
         }
     }
     if let Some((start, size)) = arena(1) {
-        // SAFETY: advice on mimalloc's own reservation, which is never unmapped. EINVAL (a
-        // kernel without THP) leaves nothing to avoid.
-        unsafe { libc::madvise(start as *mut libc::c_void, size, libc::MADV_NOHUGEPAGE) };
+        crate::large::keep_off_huge_pages(start, size);
     }
 }
 

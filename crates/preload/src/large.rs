@@ -1336,14 +1336,7 @@ impl State {
             // where first touch puts it, in the fast tier, as mimalloc's first arena would
             // (`arenas::keep_first_off_huge_pages`). The rest of the chunk keeps the system's
             // setting, so large arrays still get huge pages.
-            // SAFETY: advice on the chunk we just mapped; EINVAL (no THP) is fine.
-            unsafe {
-                libc::madvise(
-                    base as *mut libc::c_void,
-                    HUGE_PAGE_BYTES,
-                    libc::MADV_NOHUGEPAGE,
-                )
-            };
+            keep_off_huge_pages(base, HUGE_PAGE_BYTES);
         }
         let nodes = self.placements[placement as usize].nodes;
         if nodes != 0 {
@@ -1441,11 +1434,19 @@ fn map_anonymous(bytes: usize, accounted: bool) -> *mut u8 {
 fn map_metadata(bytes: usize) -> *mut u8 {
     let p = map_anonymous(bytes, false);
     if !p.is_null() {
-        // SAFETY: advice on a mapping we just created. EINVAL (a kernel without THP) is fine:
-        // there are no huge pages to avoid.
-        unsafe { libc::madvise(p as *mut libc::c_void, bytes, libc::MADV_NOHUGEPAGE) };
+        keep_off_huge_pages(p as usize, bytes);
     }
     p
+}
+
+/// Advises `[start, start + len)`, memory the library mapped or mimalloc reserved, against
+/// transparent huge pages (`MADV_NOHUGEPAGE`), for memory that would be written sparsely: under
+/// `transparent_hugepage=always` each first write there would make 2 MiB resident, in the fast
+/// tier, where first touch puts it. EINVAL (a kernel without THP) is fine: there are no huge
+/// pages to avoid.
+pub(crate) fn keep_off_huge_pages(start: usize, len: usize) {
+    // SAFETY: the advice changes which page size backs the range, never its contents.
+    unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_NOHUGEPAGE) };
 }
 
 /// Maps `bytes` (a multiple of CHUNK_BYTES) aligned to CHUNK_BYTES, trimming the excess.
