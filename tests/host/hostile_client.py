@@ -20,7 +20,7 @@ import time
 
 RING_MAGIC = int.from_bytes(b"OBJTIER1", "little")
 CONTROL_MAGIC = int.from_bytes(b"OBJTCTL1", "little")
-WIRE_VERSION = 2
+WIRE_VERSION = 3
 HEADER_BYTES = 256
 SLOT_BYTES = 48
 PAGE = 4096

@@ -264,6 +264,8 @@ pub struct ProcessStats {
     /// Objects learnt from a resync: their allocations had been dropped.
     pub resync_learnt_objects: u64,
     pub advice_events: u64,
+    /// Objects `realloc` moved or resized, which kept their history.
+    pub moved_objects: u64,
 }
 
 /// A site as the library described it: return addresses, innermost first.
@@ -576,6 +578,14 @@ impl Process {
                 }
                 // Small-object memory (the allocator's arenas): tracked and tiered like an
                 // object of no site, from the start (arenas live as long as the process).
+                Some(EventKind::Moved)
+                    if valid_range
+                        && event.len > 0
+                        && event.len % PAGE_SIZE as u64 == 0
+                        && event.site % PAGE_SIZE as u64 == 0 =>
+                {
+                    self.moved(event.site, event.addr, event.len, event.time_ns);
+                }
                 Some(EventKind::BlockMap)
                     if valid_range && event.len > 0 && event.len % PAGE_SIZE as u64 == 0 =>
                 {
@@ -638,6 +648,85 @@ impl Process {
         self.insert_object(start, object);
     }
 
+    /// The object at `from` now occupies `[start, start + len)` (`realloc` moved or resized it).
+    /// It keeps its site and age, and its records' history goes with the bytes: each new record
+    /// takes the accesses of the old records over the same offsets (the data a move keeps), so
+    /// a grown array is ranked as before, and a new tail starts with none. An object not yet a
+    /// record stays one of this interval's allocations. The advice on it moves with it. A move
+    /// from an unknown start (its allocation was dropped) is an allocation.
+    fn moved(&mut self, from: u64, start: u64, len: u64, time_ns: u64) {
+        let grown = |old_len: u64| {
+            if from == start {
+                len.saturating_sub(old_len)
+            } else {
+                len
+            }
+        };
+        if let Some(old) = self.pending.remove(&from) {
+            self.remove_object(start);
+            self.stats.moved_objects += 1;
+            self.stats.allocated_bytes += grown(old.len);
+            self.allocated_unclaimed += grown(old.len);
+            self.pending.insert(start, Object { len, ..old });
+            return;
+        }
+        let Some(&old) = self
+            .objects
+            .get(&from)
+            .filter(|_| !self.blocks.contains_key(&from))
+        else {
+            self.remove_object(start);
+            self.stats.allocated_bytes += len;
+            self.allocated_unclaimed += len;
+            self.pending.insert(
+                start,
+                Object {
+                    len,
+                    site: 0,
+                    created_ns: time_ns,
+                },
+            );
+            return;
+        };
+        self.stats.moved_objects += 1;
+        self.stats.allocated_bytes += grown(old.len);
+        self.allocated_unclaimed += grown(old.len);
+        let history: Vec<(u64, Record)> = self
+            .records
+            .range(from..from + old.len)
+            .map(|(s, r)| (s - from, r.clone()))
+            .collect();
+        let advice: Vec<(u64, u64, u32)> = self
+            .advice
+            .range(from..from + old.len)
+            .filter(|(&s, &(l, _))| s + l <= from + old.len)
+            .map(|(&s, &(l, hints))| (s - from, l, hints))
+            .collect();
+        self.remove_object(from);
+        self.remove_object(start);
+        self.insert_object(start, Object { len, ..old });
+        for (record_start, record) in self.records.range_mut(start..start + len) {
+            let (lo, hi) = (record_start - start, record_start - start + record.len);
+            for (offset, old) in &history {
+                let overlap = (offset + old.len).min(hi).saturating_sub((*offset).max(lo));
+                if overlap == 0 {
+                    continue;
+                }
+                let share = overlap as f32 / old.len as f32;
+                record.ema_accesses += old.ema_accesses * share;
+                record.interval_accesses += old.interval_accesses * share;
+                record.recent_accesses += old.recent_accesses * share;
+                record.previous_accesses += old.previous_accesses * share;
+                record.last_access_ns = record.last_access_ns.max(old.last_access_ns);
+            }
+        }
+        for (offset, advised_len, hints) in advice {
+            if offset + advised_len <= len {
+                self.set_advice(start + offset, advised_len, hints);
+            }
+        }
+    }
+
     fn site_frame(&mut self, site: u64, ip: u64, index_and_count: u64) {
         let (index, count) = (index_and_count >> 32, index_and_count & 0xffff_ffff);
         if site == 0 || count == 0 || count > MAX_SITE_FRAMES || index >= count {
@@ -662,6 +751,10 @@ impl Process {
     /// Records advice for `[start, start + len)`; advice 0 clears what overlaps the range.
     fn advise(&mut self, start: u64, len: u64, hints: u32) {
         self.stats.advice_events += 1;
+        self.set_advice(start, len, hints);
+    }
+
+    fn set_advice(&mut self, start: u64, len: u64, hints: u32) {
         let end = start + len;
         let overlapping: Vec<u64> = self
             .advice
@@ -1207,6 +1300,119 @@ pub(crate) mod tests {
 
     fn push_event(p: &Process, event: Event) {
         assert!(p.ring.header().push(&event));
+    }
+
+    fn moved(from: u64, start: u64, len: u64) -> Event {
+        Event {
+            kind: EventKind::Moved as u32,
+            addr: start,
+            len,
+            time_ns: 7,
+            site: from,
+            ..Event::default()
+        }
+    }
+
+    /// A moved object keeps its site, age, history and advice; a record of a split object takes
+    /// the history of the old records over the same offsets, so a new tail starts with none.
+    #[test]
+    fn a_moved_object_carries_its_history_over_by_offset() {
+        const MIB: u64 = 1 << 20;
+        let (mut p, _peer) = Process::synthetic(1, 1, 64, 4 * MIB).unwrap();
+        push(
+            &p,
+            EventKind::Alloc,
+            0x100_0000,
+            8 * MIB,
+            event_flags::SNAPSHOT,
+        );
+        p.drain();
+        p.advise(0x100_0000 + MIB, MIB, advice::HOT);
+        for (i, start) in [0x100_0000, 0x100_0000 + 4 * MIB].into_iter().enumerate() {
+            let record = p.records.get_mut(start).unwrap();
+            record.ema_accesses = 10.0 * (i + 1) as f32;
+            record.recent_accesses = 4.0;
+            record.last_access_ns = 3;
+        }
+        // Doubled to a new place: 16 MiB in four 4 MiB records.
+        push_event(&p, moved(0x100_0000, 0x800_0000, 16 * MIB));
+        p.drain();
+        assert_eq!(p.stats.moved_objects, 1);
+        assert!(!p.objects.contains_key(&0x100_0000));
+        assert!(
+            p.pending.is_empty(),
+            "a record at once, not an allocation of the interval"
+        );
+        assert_eq!(
+            p.objects.get(&0x800_0000),
+            Some(&Object {
+                len: 16 * MIB,
+                site: 9,
+                created_ns: 5
+            })
+        );
+        let emas: Vec<f32> = p
+            .records
+            .range(0x800_0000..0x800_0000 + 16 * MIB)
+            .map(|(_, r)| r.ema_accesses)
+            .collect();
+        assert_eq!(emas, [10.0, 20.0, 0.0, 0.0]);
+        let first = p.records.get(0x800_0000).unwrap();
+        assert_eq!(
+            (first.recent_accesses, first.last_access_ns, first.site),
+            (4.0, 3, 9)
+        );
+        assert_eq!(p.advice_for(0x800_0000 + MIB, MIB), advice::HOT);
+        assert_eq!(p.advice_for(0x100_0000, 8 * MIB), 0);
+        assert_eq!(p.stats.allocated_bytes, 16 * MIB);
+
+        // Grown in place by 2 MiB: the records over the old bytes keep theirs.
+        p.records
+            .get_mut(0x800_0000 + 12 * MIB)
+            .unwrap()
+            .ema_accesses = 8.0;
+        push_event(&p, moved(0x800_0000, 0x800_0000, 18 * MIB));
+        p.drain();
+        let emas: Vec<f32> = p
+            .records
+            .range(0x800_0000..0x800_0000 + 18 * MIB)
+            .map(|(_, r)| r.ema_accesses)
+            .collect();
+        assert_eq!(emas, [10.0, 20.0, 0.0, 8.0, 0.0]);
+        assert_eq!(
+            p.stats.allocated_bytes,
+            18 * MIB,
+            "in place, only the growth is new"
+        );
+
+        // Shrunk and moved: the new record covers half of the first old one, and takes half.
+        push_event(&p, moved(0x800_0000, 0x400_0000, 2 * MIB));
+        p.drain();
+        assert_eq!(p.records.len(), 1);
+        assert_eq!(p.records.get(0x400_0000).unwrap().ema_accesses, 5.0);
+    }
+
+    /// An allocation of this interval that moves stays one (with its site); a move from a start
+    /// the daemon never heard of (a dropped allocation) is an allocation of no known site.
+    #[test]
+    fn a_moved_new_or_unknown_object_is_an_allocation() {
+        let (mut p, _peer) = process();
+        push(&p, EventKind::Alloc, 0x10000, 8192, 0);
+        push_event(&p, moved(0x10000, 0x40000, 16384));
+        push_event(&p, moved(0x90000, 0xa0000, 4096));
+        // Malformed: the old start is not page-aligned.
+        push_event(&p, moved(0x10001, 0xb0000, 4096));
+        p.drain();
+        assert_eq!(p.stats.invalid_events, 1);
+        assert_eq!(p.stats.moved_objects, 1);
+        assert_eq!(
+            p.pending.get(&0x40000).map(|o| (o.len, o.site)),
+            Some((16384, 9))
+        );
+        assert_eq!(p.pending.get(&0xa0000).map(|o| o.site), Some(0));
+        assert!(!p.pending.contains_key(&0x10000));
+        p.commit_pending();
+        assert_eq!(p.records.len(), 2);
     }
 
     fn marker(kind: EventKind, addr: u64, request: u32) -> Event {

@@ -37,7 +37,7 @@ pub const RING_MAGIC: u64 = u64::from_le_bytes(*b"OBJTIER1");
 /// First eight bytes a control client sends: "OBJTCTL1".
 pub const CONTROL_MAGIC: u64 = u64::from_le_bytes(*b"OBJTCTL1");
 /// Bumped on any incompatible change to the ring, the slots or the hello.
-pub const WIRE_VERSION: u32 = 2;
+pub const WIRE_VERSION: u32 = 3;
 /// Page size the wire format assumes for page-granular objects (x86_64, aarch64 4K kernels).
 pub const PAGE_SIZE: usize = 4096;
 /// Default number of slots in a ring (48 B each: 3 MiB of shared memory, touched lazily).
@@ -72,6 +72,11 @@ pub enum EventKind {
     ResyncBegin = 8,
     /// Ends a resync step: `addr` = the end of the range it covered, `len` as in its Begin.
     ResyncEnd = 9,
+    /// `realloc` moved or resized a tracked object: it now occupies `[addr, addr + len)`, and
+    /// continues the object that started at `site` (the same start when it grew in place), which
+    /// is gone. The daemon carries the object's history over, so a grown array keeps its rank
+    /// instead of starting cold as a new object would.
+    Moved = 10,
 }
 
 impl EventKind {
@@ -87,6 +92,7 @@ impl EventKind {
             7 => Some(Self::Advise),
             8 => Some(Self::ResyncBegin),
             9 => Some(Self::ResyncEnd),
+            10 => Some(Self::Moved),
             _ => None,
         }
     }
@@ -173,7 +179,8 @@ pub struct Event {
     pub len: u64,
     /// `CLOCK_MONOTONIC` time of the event, in nanoseconds.
     pub time_ns: u64,
-    /// Allocation-site id (hash of the call path); 0 when unknown.
+    /// Allocation-site id (hash of the call path); 0 when unknown. For [`EventKind::Moved`], the
+    /// start of the object moved from.
     pub site: u64,
 }
 
