@@ -519,6 +519,22 @@ pub fn extent_of(ptr: *const u8) -> Option<Extent> {
     state.allocated_extent(chunk, addr)
 }
 
+/// The allocation site of the live object starting at `ptr`; 0 if unknown or not an object here.
+pub fn site_of(ptr: *const u8) -> u64 {
+    let addr = ptr as usize;
+    let Some((shard, chunk)) = owner(addr) else {
+        return 0;
+    };
+    let state = SHARDS[shard].lock();
+    match state.allocated_extent(chunk, addr) {
+        Some(_) => {
+            let c = &state.chunks[chunk];
+            c.site((addr - c.base) / PAGE_SIZE)
+        }
+        None => 0,
+    }
+}
+
 /// Frees the object starting at `ptr`. Returns its extent, or None for a pointer that is not a
 /// live object here (ignored: a double or invalid free must not corrupt other objects).
 /// `on_free` runs under the lock of the shard that owns it, before the memory can be reused.

@@ -300,12 +300,15 @@ unsafe fn reallocate_from(ptr: *mut c_void, size: usize, caller: site::Caller) -
         // already there stay where the daemon put them.
         let now = report::now_ns();
         let grown = large::grow_in_place(ptr as *mut u8, size, |before, after| {
-            report::push(EventKind::Free, 0, before, now, 0);
-            report::push(EventKind::Alloc, 0, after, now, 0);
+            report::push(EventKind::Moved, 0, after, now, before.addr as u64);
         });
         if grown {
             return ptr;
         }
+    }
+    if is_large && old > 0 && options.tracks(size) {
+        // SAFETY: ptr is a live tracked object of `old` usable bytes (caller contract).
+        return unsafe { move_tracked(ptr, old, size) };
     }
     if old == 0 {
         // A pointer we did not allocate; we cannot know its size. Copy what is certainly
@@ -324,10 +327,7 @@ unsafe fn reallocate_from(ptr: *mut c_void, size: usize, caller: site::Caller) -
     // SAFETY: move to a new block, copying the smaller of the two sizes; free the old one only
     // on success (realloc must leave the original intact on failure).
     unsafe {
-        let p = match growth_room(is_large && options.tracks(size), old, size) {
-            Some(room) => allocate_with_room(size, room, caller),
-            None => allocate_from(size, MIN_ALIGN, caller),
-        };
+        let p = allocate_from(size, MIN_ALIGN, caller);
         if p.is_null() {
             return p;
         }
@@ -337,45 +337,70 @@ unsafe fn reallocate_from(ptr: *mut c_void, size: usize, caller: site::Caller) -
     }
 }
 
-/// What to allocate when a tracked object of `old` usable bytes must move to grow to `size`:
-/// half again its old size when that is more (None: just `size`), so that the next growths
-/// happen in place.
+/// Moves the tracked object at `ptr`, of `old` usable bytes, to new pages for `size` bytes, and
+/// tells the daemon in one [`EventKind::Moved`] that the new object continues the old one: it
+/// keeps its allocation site (and with it the site's starting tier), and at the daemon its
+/// access history, so a grown array is not ranked cold as a newcomer. Null (and the old object
+/// intact) when there is no memory.
 ///
-/// Programs grow arrays by a fixed step (LAMMPS adds 16,384 atoms' worth to each per-atom
-/// array, some 24 times in the evaluation's run); when the pages that follow are taken, each
-/// step copies the whole array, so the bytes copied grow with the square of the array's final
-/// size (on lammps 0.2 GB, 6.4 M cache misses, a tenth of the run's). glibc avoids the copy
-/// with `mremap`, which objtier's objects, carved out of shared chunks, cannot use. With the
-/// room, an array that grows by steps moves a logarithmic number of times. The room costs
-/// address space, not memory: pages never written are not resident, the daemon ranks records
-/// by resident bytes, and a free gives them back with the rest.
-fn growth_room(tracked: bool, old: usize, size: usize) -> Option<usize> {
-    let room = old.checked_add(old / 2)?;
-    (tracked && size > old && room > size).then_some(room)
+/// A growing object gets room for half again its old size when that is more than `size`, so
+/// that the next growths happen in place. Programs grow arrays by a fixed step (LAMMPS adds
+/// 16,384 atoms' worth to each per-atom array, some 24 times in the evaluation's run); when the
+/// pages that follow are taken, each step copies the whole array, so the bytes copied grow with
+/// the square of the array's final size (on lammps 0.2 GB, 6.4 M cache misses, a tenth of the
+/// run's). glibc avoids the copy with `mremap`, which objtier's objects, carved out of shared
+/// chunks, cannot use. With the room, an array that grows by steps moves a logarithmic number of
+/// times. The room costs address space, not memory: pages never written are not resident (those
+/// taken from the cache of freed memory are dropped), the daemon ranks records by resident
+/// bytes, and a free gives them back with the rest.
+#[cold]
+unsafe fn move_tracked(ptr: *mut c_void, old: usize, size: usize) -> *mut c_void {
+    let now = report::now_ns();
+    if let Some(_guard) = HookGuard::enter() {
+        report::tick(now);
+    }
+    let site = large::site_of(ptr as *const u8);
+    let nodes = report::control()
+        .and_then(|c| c.site_tier(site).and_then(|tier| c.tier_nodes(tier)))
+        .unwrap_or(0);
+    let room = extent_for_move(old, size);
+    let mut extent = large::Extent { addr: 0, len: 0 };
+    let mut allocate = |bytes| large::alloc(bytes, PAGE_SIZE, nodes, site, |e| extent = e);
+    let allocated = match allocate(room) {
+        None if room > size => allocate(size),
+        allocated => allocated,
+    };
+    let Some((p, contents)) = allocated else {
+        set_errno(libc::ENOMEM);
+        return core::ptr::null_mut();
+    };
+    let used = size.next_multiple_of(PAGE_SIZE);
+    if contents == large::Contents::Dirty && extent.len > used {
+        // SAFETY: [p + used, end of extent) is the new extent's own, not yet handed out.
+        unsafe {
+            libc::madvise(
+                p.add(used) as *mut c_void,
+                extent.len - used,
+                libc::MADV_DONTNEED,
+            )
+        };
+    }
+    // SAFETY: both are live objects of at least the bytes copied, and distinct.
+    unsafe { core::ptr::copy_nonoverlapping(ptr as *const u8, p, size.min(old)) };
+    // Reported under the old object's lock, before its pages can be reused (as a free is).
+    large::free(ptr as *mut u8, |from| {
+        report::push(EventKind::Moved, 0, extent, now, from.addr as u64)
+    });
+    large::purge_if_due(now);
+    p as *mut c_void
 }
 
-/// A tracked object of `size` bytes on an extent of `room` bytes (see [`growth_room`]), or of
-/// `size` if there is no memory for the room. Pages past `size` taken from the cache of freed
-/// memory are dropped (`MADV_DONTNEED`), so that the room holds nothing resident.
-unsafe fn allocate_with_room(size: usize, room: usize, caller: site::Caller) -> *mut c_void {
-    match allocate_tracked(room, MIN_ALIGN, caller) {
-        Some((p, contents)) => {
-            let used = size.next_multiple_of(PAGE_SIZE);
-            let extent = room.next_multiple_of(PAGE_SIZE);
-            if contents == large::Contents::Dirty && extent > used {
-                // SAFETY: [p + used, p + extent) is the new extent's own, not yet handed out.
-                unsafe {
-                    libc::madvise(
-                        p.add(used) as *mut c_void,
-                        extent - used,
-                        libc::MADV_DONTNEED,
-                    )
-                };
-            }
-            p as *mut c_void
-        }
-        // SAFETY: a plain allocation.
-        None => unsafe { allocate_from(size, MIN_ALIGN, caller) },
+/// The bytes to allocate for a tracked object of `old` usable bytes that moves to hold `size`:
+/// half again its old size when it grows by less than that (see [`move_tracked`]).
+fn extent_for_move(old: usize, size: usize) -> usize {
+    match old.checked_add(old / 2) {
+        Some(room) if size > old => room.max(size),
+        _ => size,
     }
 }
 
@@ -925,18 +950,18 @@ static PRINT_LOCKSTATS: extern "C" fn() = print_lockstats;
 
 #[cfg(test)]
 mod tests {
-    use super::growth_room;
+    use super::extent_for_move;
 
     #[test]
     fn an_object_moved_to_grow_by_a_small_step_gets_half_again_its_old_size() {
         const MIB: usize = 1 << 20;
-        assert_eq!(growth_room(true, MIB, MIB + 4096), Some(3 * MIB / 2));
+        assert_eq!(extent_for_move(MIB, MIB + 4096), 3 * MIB / 2);
         // A step of half or more gets what it asked for.
-        assert_eq!(growth_room(true, MIB, 3 * MIB / 2), None);
-        assert_eq!(growth_room(true, MIB, 2 * MIB), None);
-        // Not growing, not tracked, or no room in the address space: nothing added.
-        assert_eq!(growth_room(true, MIB, MIB), None);
-        assert_eq!(growth_room(false, MIB, MIB + 4096), None);
-        assert_eq!(growth_room(true, usize::MAX - 1, usize::MAX), None);
+        assert_eq!(extent_for_move(MIB, 3 * MIB / 2), 3 * MIB / 2);
+        assert_eq!(extent_for_move(MIB, 2 * MIB), 2 * MIB);
+        // Not growing, or no room in the address space: nothing added.
+        assert_eq!(extent_for_move(MIB, MIB), MIB);
+        assert_eq!(extent_for_move(2 * MIB, MIB), MIB);
+        assert_eq!(extent_for_move(usize::MAX - 1, usize::MAX), usize::MAX);
     }
 }
