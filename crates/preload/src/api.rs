@@ -69,6 +69,22 @@ pub extern "C" fn objtier_tier_of(addr: *const c_void) -> c_int {
     let Some(control) = report::control().filter(|c| c.tier_nodes(0).is_some()) else {
         return fail(libc::ENOTCONN);
     };
+    let node = match node_of(addr) {
+        Ok(node) => node,
+        // move_pages itself failed (e.g. ENOSYS without NUMA support): its errno is set.
+        Err(None) => return -1,
+        Err(Some(errno)) => return fail(errno),
+    };
+    match control.tier_of_node(node) {
+        Some(tier) => tier as c_int,
+        None => fail(libc::ENOENT),
+    }
+}
+
+/// The NUMA node of the page holding `addr`, by a query-only `move_pages`. Err(Some(ENOENT))
+/// for a page not present, Err(Some(EFAULT)) for one that cannot be asked about, Err(None)
+/// when the call itself failed (errno set).
+pub(crate) fn node_of(addr: *const c_void) -> Result<u32, Option<c_int>> {
     let page = (addr as usize - addr as usize % PAGE_SIZE) as *const c_void;
     let mut status: c_int = 0;
     // SAFETY: a query-only move_pages (nodes = NULL) of one page of our own process; the page
@@ -84,19 +100,10 @@ pub extern "C" fn objtier_tier_of(addr: *const c_void) -> c_int {
             0,
         )
     };
-    if rc < 0 {
-        // move_pages itself failed (e.g. ENOSYS without NUMA support): pass its errno on.
-        return -1;
-    }
-    if status < 0 {
-        return fail(if status == -libc::ENOENT {
-            libc::ENOENT
-        } else {
-            libc::EFAULT
-        });
-    }
-    match control.tier_of_node(status as u32) {
-        Some(tier) => tier as c_int,
-        None => fail(libc::ENOENT),
+    match (rc, status) {
+        (rc, _) if rc < 0 => Err(None),
+        (_, status) if status == -libc::ENOENT => Err(Some(libc::ENOENT)),
+        (_, status) if status < 0 => Err(Some(libc::EFAULT)),
+        (_, node) => Ok(node as u32),
     }
 }
