@@ -11,6 +11,7 @@
 #   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh cache-room
 #   scripts/tiered-vm --fast-mem 126M --slow-mem 1G -- tests/vm/tiering.sh page-location
 #   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh thp-threads
+#   scripts/tiered-vm --fast-mem 512M --slow-mem 2G -- tests/vm/tiering.sh realloc-tier
 # Each scenario runs tierbench once without objtier (the baseline must leave the hot objects
 # slow) and once under `objtier run`, and judges both by tierbench's own ground truth
 # (move_pages status of its pages), never by objtier's counters.
@@ -38,7 +39,7 @@ trap cleanup EXIT
 
 bench() { "$BIN/tierbench" hotcold --objects 8 --size 96M --hot 2 --json "$@"; }
 
-scenario=${1:?usage: tiering.sh small-fast|capped|three-tier|priorities|placement|proactive|phase-change|warm-start|cache-room|page-location|thp-threads}
+scenario=${1:?usage: tiering.sh small-fast|capped|three-tier|priorities|placement|proactive|phase-change|warm-start|cache-room|page-location|thp-threads|realloc-tier}
 echo "== $scenario: $(grep -h MemTotal /sys/devices/system/node/node*/meminfo | tr -s ' ' | tr '\n' ';')"
 case $scenario in
 small-fast)
@@ -255,6 +256,29 @@ sys.exit(0 if placed >= 0.95 and unplaced <= 0.05 else 1)' "$WORK/placement.json
 		fail placed-site-starts-in-its-tier
 		echo "no site found to place; sites: $(python3 -c 'import json,sys; print([p["sites"] for p in json.load(open(sys.argv[1]))["processes"]])' "$WORK/status.json")"
 		daemon_log
+	fi
+	;;
+realloc-tier)
+	# A tracked object that realloc moves starts its copy in the tier the object is in, not where
+	# first touch or its site's starting tier would put it: the program moves its object's pages
+	# to the slow node (as a demotion would), then grows it (a move: a small object holds the
+	# pages after it) and writes all of it. Judged by move_pages right after the writes; the
+	# daemon runs with --dry-run, so only the library's placement can have put pages there.
+	gcc -O1 -Wall -Iinclude -o "$WORK/realloc_tier" tests/vm/realloc_tier.c
+	"$BIN/objtier" daemon --dry-run --socket "$OBJTIER_SOCKET" >> "$WORK/daemon.log" 2>&1 &
+	for _ in $(seq 50); do [ -S "$OBJTIER_SOCKET" ] && break; sleep 0.1; done
+	"$BIN/objtier" status --json > "$WORK/status.json"
+	slow=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tiers"][-1]["nodes"][0])' "$WORK/status.json")
+	if "$BIN/objtier" run --no-daemon -- "$WORK/realloc_tier" "$slow" > "$WORK/realloc.json" &&
+		cat "$WORK/realloc.json" && python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1])); slow = sys.argv[2]
+share = d["pages"].get(slow, 0) / max(1, sum(d["pages"].values()))
+print("   the grown object: tier %d before, %d after, %.3f of its pages on the slow node" % (d["before"], d["after"], share))
+sys.exit(0 if d["before"] == 1 and d["after"] == 1 and share >= 0.95 else 1)' "$WORK/realloc.json" "$slow"; then
+		pass moved-object-keeps-its-tier
+	else
+		fail moved-object-keeps-its-tier; daemon_log
 	fi
 	;;
 thp-threads)
