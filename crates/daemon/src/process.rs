@@ -576,8 +576,7 @@ impl Process {
                         self.stats.frees_of_unknown += 1;
                     }
                 }
-                // Small-object memory (the allocator's arenas): tracked and tiered like an
-                // object of no site, from the start (arenas live as long as the process).
+                // `site` is the start of the object moved from.
                 Some(EventKind::Moved)
                     if valid_range
                         && event.len > 0
@@ -586,6 +585,8 @@ impl Process {
                 {
                     self.moved(event.site, event.addr, event.len, event.time_ns);
                 }
+                // Small-object memory (the allocator's arenas): tracked and tiered like an
+                // object of no site, from the start (arenas live as long as the process).
                 Some(EventKind::BlockMap)
                     if valid_range && event.len > 0 && event.len % PAGE_SIZE as u64 == 0 =>
                 {

@@ -339,9 +339,9 @@ unsafe fn reallocate_from(ptr: *mut c_void, size: usize, caller: site::Caller) -
 
 /// Moves the tracked object at `ptr`, of `old` usable bytes, to new pages for `size` bytes, and
 /// tells the daemon in one [`EventKind::Moved`] that the new object continues the old one: it
-/// keeps its allocation site (and with it the site's starting tier), and at the daemon its
-/// access history, so a grown array is not ranked cold as a newcomer. Null (and the old object
-/// intact) when there is no memory.
+/// keeps its allocation site, its tier (below), and at the daemon its access history, so a
+/// grown array is not ranked cold as a newcomer. Null (and the old object intact) when there is
+/// no memory.
 ///
 /// A growing object gets room for half again its old size when that is more than `size`, so
 /// that the next growths happen in place. Programs grow arrays by a fixed step (LAMMPS adds
@@ -362,8 +362,9 @@ unsafe fn move_tracked(ptr: *mut c_void, old: usize, size: usize) -> *mut c_void
     let site = large::site_of(ptr as *const u8);
     // The copy starts in the tier the object is in (where the daemon put it, or first touch),
     // not in its site's starting tier: that is a guess for new objects, and this one has a
-    // history. The evaluation's igraph had 15-18 % of its accesses fast with the site's tier
-    // (its vectors' site was placed slow, the vectors that grow are the hot ones), 34-48 % so.
+    // history. The evaluation's igraph at 50 % had 15-18 % of its accesses fast with the site's
+    // tier (its vectors' site was placed slow, and the vectors that grow are the hot ones), and
+    // 25-50 % (mean 40 %, six runs) with the object's.
     let nodes = report::control()
         // With one tier there is nothing to choose (and no reason for chunks of a placement).
         .filter(|c| c.tier_nodes(1).is_some())
