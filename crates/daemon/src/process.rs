@@ -562,11 +562,7 @@ impl Process {
                     if event.flags & event_flags::SNAPSHOT != 0 {
                         self.snapshot_object(event.addr, object);
                     } else {
-                        // An address can only hold one object: a new one replaces the old.
-                        self.remove_object(event.addr);
-                        self.pending.insert(event.addr, object);
-                        self.stats.allocated_bytes += event.len;
-                        self.allocated_unclaimed += event.len;
+                        self.allocated(event.addr, object);
                     }
                 }
                 Some(EventKind::Free) if valid_range => {
@@ -649,6 +645,15 @@ impl Process {
         self.insert_object(start, object);
     }
 
+    /// A new object of this interval at `start`. An address can only hold one object: a new one
+    /// replaces the old.
+    fn allocated(&mut self, start: u64, object: Object) {
+        self.remove_object(start);
+        self.stats.allocated_bytes += object.len;
+        self.allocated_unclaimed += object.len;
+        self.pending.insert(start, object);
+    }
+
     /// The object at `from` now occupies `[start, start + len)` (`realloc` moved or resized it).
     /// It keeps its site and age, and its records' history goes with the bytes: each new record
     /// takes the accesses of the old records over the same offsets (the data a move keeps), so
@@ -656,42 +661,37 @@ impl Process {
     /// record stays one of this interval's allocations. The advice on it moves with it. A move
     /// from an unknown start (its allocation was dropped) is an allocation.
     fn moved(&mut self, from: u64, start: u64, len: u64, time_ns: u64) {
-        let grown = |old_len: u64| {
-            if from == start {
-                len.saturating_sub(old_len)
-            } else {
-                len
-            }
-        };
-        if let Some(old) = self.pending.remove(&from) {
-            self.remove_object(start);
-            self.stats.moved_objects += 1;
-            self.stats.allocated_bytes += grown(old.len);
-            self.allocated_unclaimed += grown(old.len);
-            self.pending.insert(start, Object { len, ..old });
-            return;
-        }
-        let Some(&old) = self
-            .objects
-            .get(&from)
-            .filter(|_| !self.blocks.contains_key(&from))
-        else {
-            self.remove_object(start);
-            self.stats.allocated_bytes += len;
-            self.allocated_unclaimed += len;
-            self.pending.insert(
+        let pending = self.pending.remove(&from);
+        let known = pending.or_else(|| {
+            let object = self.objects.get(&from).copied();
+            object.filter(|_| !self.blocks.contains_key(&from))
+        });
+        let Some(old) = known else {
+            let created_ns = time_ns;
+            self.allocated(
                 start,
                 Object {
                     len,
                     site: 0,
-                    created_ns: time_ns,
+                    created_ns,
                 },
             );
             return;
         };
+        // Only the growth is new memory when it grew in place.
+        let grown = if from == start {
+            len.saturating_sub(old.len)
+        } else {
+            len
+        };
         self.stats.moved_objects += 1;
-        self.stats.allocated_bytes += grown(old.len);
-        self.allocated_unclaimed += grown(old.len);
+        self.stats.allocated_bytes += grown;
+        self.allocated_unclaimed += grown;
+        if pending.is_some() {
+            self.remove_object(start);
+            self.pending.insert(start, Object { len, ..old });
+            return;
+        }
         let history: Vec<(u64, Record)> = self
             .records
             .range(from..from + old.len)
