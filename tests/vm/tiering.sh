@@ -27,6 +27,8 @@ PASSED=0
 pass() { echo "ok $1"; PASSED=$((PASSED + 1)); }
 fail() { echo "FAIL $1"; FAILED=$((FAILED + 1)); }
 daemon_log() { echo "--- daemon log:"; sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon.log" 2>/dev/null | tail -15; }
+# Waits up to 5 s for a daemon just started to listen on $OBJTIER_SOCKET.
+wait_for_socket() { for _ in $(seq 50); do [ -S "$OBJTIER_SOCKET" ] && break; sleep 0.1; done; }
 # Every scenario runs with the emulated TLB losing entries as hardware's would (see the
 # script): without it DAMON can miss a hot set for many intervals in a row.
 tests/vm/tlb-flusher &
@@ -100,7 +102,7 @@ small-fast)
 	# A process that exits (SIGKILL) while the daemon is migrating its pages: the daemon
 	# stays up, forgets the process, and keeps serving.
 	"$BIN/objtier" daemon --socket "$OBJTIER_SOCKET" --interval 1s >> "$WORK/daemon.log" 2>&1 &
-	for _ in $(seq 50); do [ -S "$OBJTIER_SOCKET" ] && break; sleep 0.1; done
+	wait_for_socket
 	"$BIN/objtier" run --no-daemon -- "$BIN/tierbench" hotcold --objects 8 --size 96M --hot 2 \
 		--seconds 60 --json > "$WORK/killed.json" &
 	victim=$!
@@ -186,7 +188,7 @@ priorities)
 	# and only it may compete for the fast tier while it runs; when it exits, the low-priority
 	# one gets the fast tier back.
 	"$BIN/objtier" daemon --socket "$OBJTIER_SOCKET" > "$WORK/daemon.log" 2>&1 &
-	for _ in $(seq 50); do [ -S "$OBJTIER_SOCKET" ] && break; sleep 0.1; done
+	wait_for_socket
 	stamp() { while IFS= read -r line; do echo "$(date +%s.%N) $line"; done; }
 	"$BIN/objtier" run --no-daemon --priority 0 -- "$BIN/tierbench" hotcold --objects 4 --size 96M \
 		--hot 3 --seconds 60 --json | stamp > "$WORK/low.json" &
@@ -223,7 +225,7 @@ placement)
 	# once in CI (2048 of 32768 pages, with snapshots spread over the interval).
 	gcc -O1 -Wall -o "$WORK/placement" tests/vm/placement.c
 	"$BIN/objtier" daemon --dry-run --socket "$OBJTIER_SOCKET" >> "$WORK/daemon.log" 2>&1 &
-	for _ in $(seq 50); do [ -S "$OBJTIER_SOCKET" ] && break; sleep 0.1; done
+	wait_for_socket
 	"$BIN/objtier" run --no-daemon -- "$WORK/placement" "$WORK" > "$WORK/placement.json" &
 	app=$!
 	for _ in $(seq 300); do [ -f "$WORK/ready" ] && break; sleep 0.1; done
@@ -266,7 +268,7 @@ realloc-tier)
 	# daemon runs with --dry-run, so only the library's placement can have put pages there.
 	gcc -O1 -Wall -Iinclude -o "$WORK/realloc_tier" tests/vm/realloc_tier.c
 	"$BIN/objtier" daemon --dry-run --socket "$OBJTIER_SOCKET" >> "$WORK/daemon.log" 2>&1 &
-	for _ in $(seq 50); do [ -S "$OBJTIER_SOCKET" ] && break; sleep 0.1; done
+	wait_for_socket
 	"$BIN/objtier" status --json > "$WORK/status.json"
 	slow=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tiers"][-1]["nodes"][0])' "$WORK/status.json")
 	if "$BIN/objtier" run --no-daemon -- "$WORK/realloc_tier" "$slow" > "$WORK/realloc.json" &&
@@ -311,7 +313,7 @@ proactive)
 		# scenario tests what a second run does with the first one's placements).
 		"$BIN/objtier" daemon --socket "$OBJTIER_SOCKET" --proactive $mode --warm-start off --fast-capacity 200M >> "$WORK/daemon.log" 2>&1 &
 		daemon=$!
-		for _ in $(seq 50); do [ -S "$OBJTIER_SOCKET" ] && break; sleep 0.1; done
+		wait_for_socket
 		"$BIN/objtier" run --no-daemon -- "$WORK/proactive" 30 > "$WORK/proactive-$mode.json"
 		kill $daemon; wait $daemon 2>/dev/null || true
 		rm -f "$OBJTIER_SOCKET"
@@ -379,7 +381,7 @@ phase-change)
 		fail phase-baseline-leaves-new-hot-set-slow
 	fi
 	"$BIN/objtier" daemon --socket "$OBJTIER_SOCKET" --interval 2s --trigger time:1 > "$WORK/daemon.log" 2>&1 &
-	for _ in $(seq 50); do [ -S "$OBJTIER_SOCKET" ] && break; sleep 0.1; done
+	wait_for_socket
 	"$BIN/objtier" run --no-daemon -- "$BIN/tierbench" hotcold --objects 40 --size 16M --hot 2 \
 		--phase-hot slowest --seconds 34 --phase-after 20 --json > "$WORK/objtier.json"
 	if python3 $CHECK "$WORK/objtier.json" --after-event phase --before-reach 0.9 \
@@ -404,7 +406,7 @@ warm-start)
 	for run in first:15 second:10; do
 		"$BIN/objtier" daemon --socket "$OBJTIER_SOCKET" --fast-capacity 200M --site-store "$store" >> "$WORK/daemon.log" 2>&1 &
 		daemon=$!
-		for _ in $(seq 50); do [ -S "$OBJTIER_SOCKET" ] && break; sleep 0.1; done
+		wait_for_socket
 		"$BIN/objtier" run --no-daemon -- "$WORK/proactive" "${run#*:}" > "$WORK/warm-${run%:*}.json"
 		kill $daemon; wait $daemon 2>/dev/null || true
 		rm -f "$OBJTIER_SOCKET"
@@ -500,7 +502,7 @@ cache-room)
 	# the hot objects stay slow. This is what the daemon did before it counted the cache.
 	"$BIN/objtier" daemon --socket "$OBJTIER_SOCKET" --reclaim-cache off >"$WORK/daemon-off.log" 2>&1 &
 	off=$!
-	for _ in $(seq 50); do [ -S "$OBJTIER_SOCKET" ] && break; sleep 0.1; done
+	wait_for_socket
 	"$BIN/objtier" run --no-daemon -- "$BIN/tierbench" hotcold --objects 8 --size 96M --hot 2 \
 		--seconds 16 --first-touch slow --json >"$WORK/off.json"
 	kill $off; wait $off 2>/dev/null || true
