@@ -17,7 +17,7 @@
 //! Nothing here blocks: the socket is non-blocking and `MSG_DONTWAIT`, and a full ring drops.
 
 use crate::{large, log, options, site};
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use objtier_wire::{
     event_flags, shared_bytes, Control, Event, EventKind, Hello, RingHeader, PAGE_SIZE,
 };
@@ -64,7 +64,7 @@ pub fn set_priority(priority: i32) -> bool {
 
 /// Pushes an event that describes no object; false when not attached or the ring is full.
 pub fn push_raw(kind: EventKind, flags: u32, addr: u64, len: u64, site: u64) -> bool {
-    ring().is_some_and(|ring| ring.push(&event(kind, flags, addr, len, now_ns(), site)))
+    ring().is_some_and(|ring| publish(ring, &event(kind, flags, addr, len, now_ns(), site)))
 }
 
 /// Describes a site seen for the first time since attaching (`site::first_sighting`): one
@@ -105,7 +105,62 @@ pub fn now_ns() -> u64 {
 pub fn push(kind: EventKind, flags: u32, extent: large::Extent, time_ns: u64, site: u64) {
     if let Some(ring) = ring() {
         let (addr, len) = (extent.addr as u64, extent.len as u64);
-        ring.push(&event(kind, flags, addr, len, time_ns, site));
+        publish(ring, &event(kind, flags, addr, len, time_ns, site));
+    }
+}
+
+/// Pushes `event` into `ring`, ringing the daemon's doorbell when it is due; false if the ring
+/// was full (the event is dropped and counted).
+#[inline]
+fn publish(ring: &RingHeader, event: &Event) -> bool {
+    match ring.push_at(event) {
+        Some(pos) => {
+            if ring.doorbell_due(pos) {
+                doorbell();
+            }
+            true
+        }
+        None => false,
+    }
+}
+
+/// Doorbells being sent now: a socket number is not closed while one of them may still use it.
+static DOORBELLS_IN_FLIGHT: AtomicU32 = AtomicU32::new(0);
+
+/// Asks the daemon to drain the ring now: one byte on the socket, without waiting. A full socket
+/// buffer means the daemon has doorbells unread already, so a failure needs no retry.
+#[cold]
+fn doorbell() {
+    DOORBELLS_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+    let fd = SOCKET_FD.load(Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: sends the one (NUL) byte of a static C string; the socket number cannot be
+        // closed and reused before the counter drops (`close_socket`).
+        unsafe {
+            libc::send(
+                fd,
+                c"".as_ptr() as *const libc::c_void,
+                1,
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+    }
+    DOORBELLS_IN_FLIGHT.fetch_sub(1, Ordering::Release);
+}
+
+/// Closes the daemon socket `fd`, which `SOCKET_FD` no longer holds, once no doorbell may be
+/// using its number: closed at once, a number the program reuses (its own socket, say) could get
+/// a doorbell's byte. A doorbell takes microseconds; if one is still in flight after a thousand
+/// yields (this thread interrupted it, in a signal handler), the socket is left open instead.
+fn close_socket(fd: i32) {
+    for _ in 0..1000 {
+        if DOORBELLS_IN_FLIGHT.load(Ordering::SeqCst) == 0 {
+            // SAFETY: closing our own socket, which nothing uses any more.
+            unsafe { libc::close(fd) };
+            return;
+        }
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
     }
 }
 
@@ -186,7 +241,7 @@ fn report_new_arenas(ring: &RingHeader) {
             start.next_multiple_of(page),
             (start + size as u64) / page * page,
         );
-        if hi > lo && !ring.push(&event(EventKind::BlockMap, 0, lo, hi - lo, now, 0)) {
+        if hi > lo && !publish(ring, &event(EventKind::BlockMap, 0, lo, hi - lo, now, 0)) {
             break;
         }
         reported += 1;
@@ -229,13 +284,13 @@ fn resync_if_asked(ring: &RingHeader) -> bool {
             cursor,
             step_objects,
             |lo| {
-                ring.push(&marker(EventKind::ResyncBegin, lo));
+                publish(ring, &marker(EventKind::ResyncBegin, lo));
             },
             |extent, site| {
-                ring.push(&snapshot_event(extent, site, now));
+                publish(ring, &snapshot_event(extent, site, now));
             },
             |hi| {
-                ring.push(&marker(EventKind::ResyncEnd, hi));
+                publish(ring, &marker(EventKind::ResyncEnd, hi));
             },
         );
         match next {
@@ -298,10 +353,9 @@ fn daemon_gone() -> bool {
 
 fn detach(why: &str) {
     RING.store(core::ptr::null_mut(), Ordering::Release);
-    let fd = SOCKET_FD.swap(-1, Ordering::Relaxed);
+    let fd = SOCKET_FD.swap(-1, Ordering::SeqCst);
     if fd >= 0 {
-        // SAFETY: closing our own socket.
-        unsafe { libc::close(fd) };
+        close_socket(fd);
     }
     log!("detached: {why}");
 }
@@ -381,9 +435,9 @@ fn attach() -> Result<(), &'static str> {
                 ring.push(&snapshot_event(extent, site, now));
             },
             || {
-                let old = SOCKET_FD.swap(fd, Ordering::Relaxed);
+                let old = SOCKET_FD.swap(fd, Ordering::SeqCst);
                 if old >= 0 {
-                    libc::close(old);
+                    close_socket(old);
                 }
                 RING.store(
                     ring as *const RingHeader as *mut RingHeader,
@@ -392,6 +446,8 @@ fn attach() -> Result<(), &'static str> {
             },
         );
     }
+    // The snapshot may have been pushed after the daemon's first look at the ring.
+    doorbell();
     ARENAS_REPORTED.store(0, Ordering::Relaxed);
     if let Some(ring) = ring() {
         report_new_arenas(ring);
@@ -545,6 +601,8 @@ unsafe fn send_with_fd(socket: i32, bytes: &[u8], fd_to_send: i32) -> bool {
 /// inherited ring belongs to the parent.
 pub fn after_fork_child() {
     RING.store(core::ptr::null_mut(), Ordering::Relaxed);
+    // The parent's other threads, which may have been ringing, do not exist here.
+    DOORBELLS_IN_FLIGHT.store(0, Ordering::Relaxed);
     let fd = SOCKET_FD.swap(-1, Ordering::Relaxed);
     if fd >= 0 {
         // SAFETY: closing the child's copy of the parent's socket leaves the parent's open.

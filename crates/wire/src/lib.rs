@@ -6,7 +6,10 @@
 //!    [`Hello`] and, as `SCM_RIGHTS` ancillary data, a memfd holding the event ring. The daemon
 //!    authenticates the peer with `SO_PEERCRED` (the pid in the hello is only a hint; the kernel's
 //!    word wins). The socket then stays open for the life of the process: its hang-up is how the
-//!    daemon learns the process is gone, and how the library learns the daemon is gone. The same
+//!    daemon learns the process is gone, and how the library learns the daemon is gone. After the
+//!    hello the library writes only single doorbell bytes ([`RingHeader::doorbell_due`]): each
+//!    asks the daemon to drain the ring now, so that the daemon can sleep while the ring is
+//!    quiet instead of polling it. The daemon reads and discards them. The same
 //!    socket path serves control clients (`objtier status`), which open with [`CONTROL_MAGIC`]
 //!    and speak JSON lines.
 //! 2. **A shared-memory ring** ([`RingHeader`] followed by `capacity` [`Slot`]s): a bounded
@@ -490,6 +493,11 @@ impl RingHeader {
 
     /// Publishes `event` without ever blocking. Returns false (and counts a drop) when full.
     pub fn push(&self, event: &Event) -> bool {
+        self.push_at(event).is_some()
+    }
+
+    /// As [`push`](Self::push), returning the position the event took (None when full).
+    pub fn push_at(&self, event: &Event) -> Option<u64> {
         let mut pos = self.enqueue_pos.value.load(Ordering::Relaxed);
         loop {
             let slot = self.slot(pos);
@@ -507,13 +515,13 @@ impl RingHeader {
                         // the slot until it publishes `pos + 1`.
                         unsafe { *slot.event.get() = *event };
                         slot.seq.store(pos.wrapping_add(1), Ordering::Release);
-                        return true;
+                        return Some(pos);
                     }
                     Err(current) => pos = current,
                 }
             } else if diff < 0 {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
-                return false;
+                return None;
             } else {
                 pos = self.enqueue_pos.value.load(Ordering::Relaxed);
             }
@@ -541,6 +549,15 @@ impl RingHeader {
     }
 
     /// Events published but not yet consumed (approximate while producers run).
+    /// Whether the producer that pushed at `pos` should ring the doorbell (write one byte to
+    /// the socket): once every eighth of the ring, so that a daemon asleep while the ring was
+    /// quiet wakes up and drains it long before it fills, at the cost of one `send` per
+    /// `capacity / 8` events.
+    pub fn doorbell_due(&self, pos: u64) -> bool {
+        // A mask, not a division: capacities are powers of two (`init`, `validate`).
+        pos & ((self.capacity as u64 / 8).max(1) - 1) == 0
+    }
+
     pub fn backlog(&self) -> u64 {
         self.enqueue_pos
             .value
@@ -654,6 +671,31 @@ mod tests {
             assert!(r.push(&ev(round)));
             assert_eq!(r.pop().map(|e| e.addr), Some(round));
         }
+    }
+
+    #[test]
+    fn the_doorbell_rings_once_every_eighth_of_the_ring() {
+        let (_mem, r) = ring(64);
+        let mut rung = std::vec::Vec::new();
+        for i in 0..40 {
+            let pos = r.push_at(&ev(i)).expect("room");
+            assert_eq!(pos, i, "positions count pushes");
+            if r.doorbell_due(pos) {
+                rung.push(pos);
+            }
+        }
+        assert_eq!(rung, [0, 8, 16, 24, 32]);
+        // Positions keep counting after the ring wraps; a full ring takes no position.
+        while r.pop().is_some() {}
+        for i in 40..104 {
+            assert_eq!(r.push_at(&ev(i)), Some(i));
+        }
+        assert_eq!(r.push_at(&ev(0)), None);
+        let (_mem, tiny) = ring(4);
+        assert!(
+            (0..4).all(|pos| tiny.doorbell_due(pos)),
+            "at least every push"
+        );
     }
 
     #[test]
