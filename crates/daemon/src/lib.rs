@@ -1,8 +1,9 @@
 //! The objtier daemon: watches every attached process, samples accesses, and moves pages.
 //!
 //! One thread runs a `poll(2)` loop over the listening socket, handshaking clients, and attached
-//! processes' sockets (a hang-up means the process exited or exec'd). Every wake-up it drains
-//! the processes' event rings; every interval (2 s by default) it runs the tiering step
+//! processes' sockets (a hang-up means the process exited or exec'd; a byte is a doorbell, rung
+//! once every eighth of the process's ring). Every wake-up it drains the processes' event rings,
+//! and it sleeps until a socket speaks or a deadline comes, not polling the rings; every interval (2 s by default) it runs the tiering step
 //! ([`tiering`]): aggregate sampled accesses into per-record EMAs, rank, plan with
 //! `objtier-policy`, and migrate with `move_pages`, making room before promoting. Keeping it
 //! to one thread makes every state change sequential; the rings absorb allocation bursts while
@@ -355,17 +356,28 @@ impl Daemon {
                 events: libc::POLLIN,
                 revents: 0,
             }));
-            let timeout = next_interval
-                .saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(10));
+            // Sleep until there is something to do: a connection, a process's doorbell or
+            // hang-up (all in `fds`), or the next deadline. Rings are not polled: a process
+            // rings its doorbell once every eighth of its ring, and everything that reads what
+            // the rings hold (intervals, following new objects, control requests, a detach)
+            // drains them first.
+            let mut wake_at = next_interval;
+            wake_at = wake_at.min(follow_at.unwrap_or(wake_at));
+            if let Some(h) = handshakes.iter().map(|h| h.deadline).min() {
+                wake_at = wake_at.min(h);
+            }
+            if let Some(every) = self.source.poll_every() {
+                wake_at = wake_at.min(Instant::now() + every);
+            }
+            if self.processes.is_empty() && self.config.exit_when_idle {
+                // Idle-exit checks (and a watched pid's `kill(pid, 0)`) once a second.
+                wake_at = wake_at.min(Instant::now() + Duration::from_secs(1));
+            }
+            let timeout = wake_at.saturating_duration_since(Instant::now());
+            // Rounded up, so that a wake-up never comes just before its deadline and spins.
+            let timeout_ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
             // SAFETY: polling fds we own for the duration of the call.
-            unsafe {
-                libc::poll(
-                    fds.as_mut_ptr(),
-                    fds.len() as libc::nfds_t,
-                    timeout.as_millis() as i32,
-                )
-            };
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
 
             // Attached processes that hung up: drain what they left, then forget them.
             let offset = 1 + handshakes.len();
@@ -646,6 +658,12 @@ impl Daemon {
     }
 
     fn control(&mut self, stream: UnixStream) -> anyhow::Result<()> {
+        // Answer from everything the processes have said (their rings are drained on doorbells
+        // and deadlines, not continuously): a site just described can be placed, a status
+        // counts the objects just allocated.
+        for p in self.processes.values_mut() {
+            p.drain();
+        }
         stream.set_nonblocking(false)?;
         stream.set_read_timeout(Some(Duration::from_secs(2)))?;
         stream.set_write_timeout(Some(Duration::from_secs(2)))?;

@@ -19,6 +19,7 @@ pub mod proc;
 
 use crate::config::{DaemonConfig, SourceChoice};
 use serde::Serialize;
+use std::time::Duration;
 
 pub use objtier_sys::damon::Target;
 
@@ -71,8 +72,14 @@ pub trait Source: Send {
     }
     /// Monitors these processes (and, where the source can, only these ranges) from now on.
     fn follow(&mut self, targets: &[Target]) -> anyhow::Result<()>;
-    /// Called at every wake-up of the daemon's loop (every few milliseconds): a source with
-    /// buffers the kernel fills (perf rings) empties them here.
+    /// How often the daemon must call [`poll`](Self::poll) at least: a source with buffers the
+    /// kernel fills (perf rings) says how often they need emptying. None (the default): never,
+    /// and the daemon may sleep until its next deadline.
+    fn poll_every(&self) -> Option<Duration> {
+        None
+    }
+    /// Called at every wake-up of the daemon's loop when [`poll_every`](Self::poll_every) is
+    /// Some: empties the kernel's buffers.
     fn poll(&mut self) {}
     /// The observations since the last call.
     fn observe(&mut self) -> anyhow::Result<Vec<Observation>>;
@@ -204,7 +211,13 @@ impl AccessSource {
         self.own_cpu_seconds += thread_cpu_seconds() - started;
         result
     }
+    pub fn poll_every(&self) -> Option<Duration> {
+        self.source.poll_every()
+    }
     pub fn poll(&mut self) {
+        if self.source.poll_every().is_none() {
+            return;
+        }
         let started = thread_cpu_seconds();
         self.source.poll();
         self.own_cpu_seconds += thread_cpu_seconds() - started;

@@ -24,6 +24,7 @@ use objtier_sys::perf::spe;
 use objtier_wire::PAGE_SIZE;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::time::Duration;
 
 pub struct PerfSource {
     events: Vec<SampleEvent>,
@@ -330,6 +331,11 @@ impl Source for PerfSource {
                 errors.join("; ")
             ))
         }
+    }
+
+    fn poll_every(&self) -> Option<Duration> {
+        // The sample rings hold a few milliseconds of samples at the highest rates.
+        Some(Duration::from_millis(10))
     }
 
     fn poll(&mut self) {
