@@ -24,6 +24,10 @@ use objtier_wire::{
 
 static RING: AtomicPtr<RingHeader> = AtomicPtr::new(core::ptr::null_mut());
 static SOCKET_FD: AtomicI32 = AtomicI32::new(-1);
+/// The daemon socket's inode: the program may close our descriptor (a `close_range` or a loop
+/// over every fd) and reuse its number for a file or socket of its own, which must then never
+/// get a doorbell's byte or have a byte read from it (`socket_is_ours`).
+static SOCKET_INODE: AtomicU64 = AtomicU64::new(0);
 static NEXT_CHECK_NS: AtomicU64 = AtomicU64::new(0);
 static CHECKING: AtomicBool = AtomicBool::new(false);
 /// Consecutive failed attach attempts, for back-off and for logging only the first failure.
@@ -133,7 +137,7 @@ static DOORBELLS_IN_FLIGHT: AtomicU32 = AtomicU32::new(0);
 fn doorbell() {
     DOORBELLS_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
     let fd = SOCKET_FD.load(Ordering::SeqCst);
-    if fd >= 0 {
+    if fd >= 0 && socket_is_ours(fd) {
         // SAFETY: sends the one (NUL) byte of a static C string; the socket number cannot be
         // closed and reused before the counter drops (`close_socket`).
         unsafe {
@@ -146,6 +150,25 @@ fn doorbell() {
         };
     }
     DOORBELLS_IN_FLIGHT.fetch_sub(1, Ordering::Release);
+}
+
+/// The inode of the socket `fd` refers to, or 0 if it is not an open socket.
+fn socket_inode(fd: i32) -> u64 {
+    // SAFETY: fstat writes into our stat buffer; a closed fd is an error, not undefined.
+    unsafe {
+        let mut st: libc::stat = core::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+            return 0;
+        }
+        st.st_ino as u64
+    }
+}
+
+/// Whether `fd` is still the socket we connected to the daemon, not a number the program closed
+/// and reused. One `fstat`: paid once a second and once per doorbell.
+fn socket_is_ours(fd: i32) -> bool {
+    let inode = socket_inode(fd);
+    inode != 0 && inode == SOCKET_INODE.load(Ordering::Relaxed)
 }
 
 /// Closes the daemon socket `fd`, which `SOCKET_FD` no longer holds, once no doorbell may be
@@ -187,7 +210,13 @@ pub fn tick(now: u64) {
     }
     if let Some(ring) = ring() {
         NEXT_CHECK_NS.store(now + CHECK_INTERVAL_NS, Ordering::Relaxed);
-        if daemon_gone() {
+        let fd = SOCKET_FD.load(Ordering::Relaxed);
+        if fd >= 0 && !socket_is_ours(fd) {
+            // Its number is the program's now: neither read nor close it.
+            SOCKET_FD.store(-1, Ordering::SeqCst);
+            detach("the program closed the daemon socket");
+            NEXT_CHECK_NS.store(0, Ordering::Relaxed);
+        } else if daemon_gone() {
             detach("the daemon closed the connection");
             NEXT_CHECK_NS.store(0, Ordering::Relaxed);
         } else {
@@ -425,6 +454,7 @@ fn attach() -> Result<(), &'static str> {
         // The socket stays open for the life of the process: keep it out of the low numbers a
         // program closes, reopens (fds 0-2) or counts, like other long-lived library fds.
         let fd = move_fd_high(fd);
+        SOCKET_INODE.store(socket_inode(fd), Ordering::Relaxed);
         // Re-announce live objects, then publish the ring, under one hold of the allocator
         // lock: no allocation or free can fall between the snapshot and the switch. The new
         // daemon knows none of our sites: describe each again when next seen.
