@@ -377,6 +377,11 @@ impl Daemon {
         candidates: &[Candidate],
         assignment: &[usize],
     ) {
+        for id in process_ids {
+            if let Some(p) = self.processes.get_mut(id) {
+                p.placement_plans_ended();
+            }
+        }
         let now = crate::monotonic_ns();
         // A record's first interval says little: it was just initialised (written), so it looks
         // hot whatever its future. Only records at least this old keep their site fast, and only
@@ -2198,6 +2203,7 @@ mod tests {
         assert!(p.placements.is_empty(), "nothing remembered yet");
         let cold = describe_site(p, &path_at(app, libc));
         let other = describe_site(p, &[app + 0x1300, libc + 0x29d90]);
+        let late = describe_site(p, &[app + 0x1400, libc + 0x29d90]);
         p.drain();
         assert!(p.name_sites(&maps(app, Some(libc))).is_empty());
         assert_eq!(p.sites[&cold].names.as_ref(), Some(&cold_names));
@@ -2208,7 +2214,20 @@ mod tests {
         let file = daemon.site_store.as_ref().unwrap().file_of(&program);
         assert!(!file.exists());
         daemon.interval();
-        assert!(file.exists(), "saved at the interval the placement changed");
+        assert!(!file.exists(), "no plan has kept the placement yet");
+        // The next plan keeps it (this test's source samples nothing, so the plans that would
+        // call this do not run); a detach now would not save it either.
+        let p = daemon.processes.get_mut(&1).unwrap();
+        p.placement_plans_ended();
+        daemon.interval();
+        assert!(!file.exists(), "one plan kept it: not yet");
+        let p = daemon.processes.get_mut(&1).unwrap();
+        p.placement_plans_ended();
+        daemon.interval();
+        assert!(
+            file.exists(),
+            "saved at the interval of the second plan that kept it"
+        );
         let stored = SiteStore::new(store_dir.clone()).load(&program);
         assert_eq!(
             stored.len(),
@@ -2219,12 +2238,14 @@ mod tests {
             (&stored[0].frames, stored[0].tier, stored[0].learnt),
             (&cold_names, 1, Learnt::Proactive)
         );
-        // A placement by hand after the last interval is saved when the process detaches.
+        // A placement by hand after the last interval is saved when the process detaches; a
+        // proactive one no plan has kept is not (the program's last seconds, unchecked).
         let p = daemon.processes.get_mut(&1).unwrap();
         assert!(p.place_site(other, Some(0)));
+        assert!(p.place_site_auto(late, Some(1)));
         daemon.detach(1);
         let stored = SiteStore::new(store_dir.clone()).load(&program);
-        assert_eq!(stored.len(), 2);
+        assert_eq!(stored.len(), 2, "{stored:?}");
         assert_eq!(
             (&stored[1].frames[0], stored[1].tier, stored[1].learnt),
             (&"/usr/bin/app+0x1300".to_string(), 0, Learnt::Hand)
