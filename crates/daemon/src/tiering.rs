@@ -377,11 +377,6 @@ impl Daemon {
         candidates: &[Candidate],
         assignment: &[usize],
     ) {
-        for id in process_ids {
-            if let Some(p) = self.processes.get_mut(id) {
-                p.placement_plans_ended();
-            }
-        }
         let now = crate::monotonic_ns();
         // A record's first interval says little: it was just initialised (written), so it looks
         // hot whatever its future. Only records at least this old keep their site fast, and only
@@ -393,6 +388,14 @@ impl Daemon {
             // A process's records are consecutive in the plan.
             let mine = spans.partition_point(|s| s.process < pi)
                 ..spans.partition_point(|s| s.process <= pi);
+            // Sites with a record accessed in each of the last two intervals: this plan
+            // confirms a proactive placement of any other site (for the site store).
+            let busy: std::collections::HashSet<u64> = spans[mine.clone()]
+                .iter()
+                .zip(&candidates[mine.clone()])
+                .filter(|(_, c)| c.recent_accesses > 0.0 && c.previous_accesses > 0.0)
+                .map(|(span, _)| span.site)
+                .collect();
             let wishes = proactive_placements(
                 self.config.proactive,
                 spans[mine.clone()]
@@ -414,6 +417,7 @@ impl Daemon {
                 .processes
                 .get_mut(id)
                 .expect("the ids were just read from the map");
+            p.placement_plans_ended(|site| busy.contains(&site));
             // Sites placed earlier that have no live records now keep their placement: the
             // policy has nothing new to say about them. A wish must hold for
             // PROACTIVE_SETTLED_INTERVALS intervals in a row before it is applied, so that one
@@ -2204,6 +2208,7 @@ mod tests {
         let cold = describe_site(p, &path_at(app, libc));
         let other = describe_site(p, &[app + 0x1300, libc + 0x29d90]);
         let late = describe_site(p, &[app + 0x1400, libc + 0x29d90]);
+        let busy = describe_site(p, &[app + 0x1500, libc + 0x29d90]);
         p.drain();
         assert!(p.name_sites(&maps(app, Some(libc))).is_empty());
         assert_eq!(p.sites[&cold].names.as_ref(), Some(&cold_names));
@@ -2211,6 +2216,9 @@ mod tests {
             p.place_site_auto(cold, Some(1)),
             "as the proactive policy does"
         );
+        // Placed too, but its records stay accessed (they lost the fast tier's budget): the
+        // placement is not confirmed, whatever the live policy keeps.
+        assert!(p.place_site_auto(busy, Some(1)));
         let file = daemon.site_store.as_ref().unwrap().file_of(&program);
         assert!(!file.exists());
         daemon.interval();
@@ -2218,11 +2226,11 @@ mod tests {
         // The next plan keeps it (this test's source samples nothing, so the plans that would
         // call this do not run); a detach now would not save it either.
         let p = daemon.processes.get_mut(&1).unwrap();
-        p.placement_plans_ended();
+        p.placement_plans_ended(|site| site == busy);
         daemon.interval();
         assert!(!file.exists(), "one plan kept it: not yet");
         let p = daemon.processes.get_mut(&1).unwrap();
-        p.placement_plans_ended();
+        p.placement_plans_ended(|site| site == busy);
         daemon.interval();
         assert!(
             file.exists(),
@@ -2232,7 +2240,7 @@ mod tests {
         assert_eq!(
             stored.len(),
             1,
-            "the other site has no placement to remember"
+            "the other site has no placement to remember, the busy one no confirmed one"
         );
         assert_eq!(
             (&stored[0].frames, stored[0].tier, stored[0].learnt),
