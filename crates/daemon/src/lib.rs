@@ -2,12 +2,12 @@
 //!
 //! One thread runs a `poll(2)` loop over the listening socket, handshaking clients, and attached
 //! processes' sockets (a hang-up means the process exited or exec'd; a byte is a doorbell, rung
-//! once every eighth of the process's ring). Every wake-up it drains the processes' event rings,
-//! and it sleeps until a socket speaks or a deadline comes, not polling the rings; every interval (2 s by default) it runs the tiering step
-//! ([`tiering`]): aggregate sampled accesses into per-record EMAs, rank, plan with
-//! `objtier-policy`, and migrate with `move_pages`, making room before promoting. Keeping it
-//! to one thread makes every state change sequential; the rings absorb allocation bursts while
-//! a migration runs.
+//! once every eighth of the process's ring). Every wake-up it drains the processes' event
+//! rings, and it sleeps until a socket speaks or a deadline comes, not polling the rings; every
+//! interval (2 s by default) it runs the tiering step ([`tiering`]): aggregate sampled accesses
+//! into per-record EMAs, rank, plan with `objtier-policy`, and migrate with `move_pages`, making
+//! room before promoting. Keeping it to one thread makes every state change sequential; the
+//! rings absorb allocation bursts while a migration runs.
 //!
 //! Layout: [`config`] (what the user can set), [`process`] (per-process state fed by the ring),
 //! [`source`] (where access observations come from), [`tiering`] (the interval), [`sitestore`]

@@ -41,11 +41,11 @@ const PRIORITY_RANGE: std::ops::RangeInclusive<i64> = -1000..=1000;
 /// the plans after it see those objects (born in the placed tier, made records, sampled). The
 /// live policy also places a site whose records are accessed but lost the fast tier's budget;
 /// from a next run's first allocation, with the fast tier still empty, that is the wrong
-/// start. And a placement made in a program's last seconds was never checked at all, yet a next
-/// run applies it from its first allocation: in the evaluation,
-/// igraph's first run (7 s) placed 14 sites in the slow tier in its last 3 s, and its second run,
-/// starting them all there, had 21.6 % and 32.7 % of its accesses in the fast tier against 25-50 %
-/// (mean 40 %) without a warm start, the live policy undoing two of them within 6 s.
+/// start. And a placement made in a program's last seconds was never checked at all, yet a
+/// next run applies it from its first allocation. In the evaluation, igraph's first run (7 s)
+/// placed 14 sites in the slow tier in its last 3 s, and its second runs, starting them all
+/// there, had 21.6-32.7 % of their accesses in the fast tier against 25-50 % (mean 40 %)
+/// without a warm start (docs/evaluation.md, "Warm start, measured").
 pub const REMEMBER_AFTER_PLANS: u32 = 2;
 
 /// A read-write mapping of a process's ring memfd.
