@@ -36,15 +36,15 @@ const MAX_SITE_FRAMES: u64 = 64;
 /// Accepted priorities (as `objtier_set_priority` checks).
 const PRIORITY_RANGE: std::ops::RangeInclusive<i64> = -1000..=1000;
 /// Plans a proactive placement must survive, after the one that made it and with none of its
-/// site's records accessed in each of the last two intervals, before the site store remembers it
-/// for the program's next runs. A placement is a guess about the objects the site will allocate;
-/// the plans after it see those objects (born in the placed tier, made records, sampled). The
-/// live policy also places a site whose records are accessed but lost the fast tier's budget;
-/// from a next run's first allocation, with the fast tier still empty, that is the wrong
-/// start. And a placement made in a program's last seconds was never checked at all, yet a
-/// next run applies it from its first allocation. In the evaluation, igraph's first run (7 s)
-/// placed 14 sites in the slow tier in its last 3 s, and its second runs, starting them all
-/// there, had 21.6-32.7 % of their accesses in the fast tier against 25-50 % (mean 40 %)
+/// site's records seen accessed in the two intervals before each, before the site store
+/// remembers it for the program's next runs. A placement is a guess about the objects the site
+/// will allocate; the plans after it see those objects (born in the placed tier, made records,
+/// sampled). The live policy also places a site whose records are accessed but lost the fast
+/// tier's budget; from a next run's first allocation, with the fast tier still empty, that is
+/// the wrong start. And a placement made in a program's last seconds was never checked at all,
+/// yet a next run applies it from its first allocation. In the evaluation, igraph's first run
+/// (7 s) placed 14 sites in the slow tier in its last 3 s, and its second runs, starting them
+/// all there, had 19.0-32.7 % of their accesses in the fast tier against 25-50 % (mean 40 %)
 /// without a warm start (docs/evaluation.md, "Warm start, measured").
 pub const REMEMBER_AFTER_PLANS: u32 = 2;
 
@@ -1042,7 +1042,7 @@ impl Process {
     }
 
     /// A plan has been made with this process's placements in force. A proactive placement
-    /// whose site had a record accessed in each of the last two intervals (`busy`) is not
+    /// whose site had a record seen accessed in the last two intervals (`busy`) is not
     /// confirmed, and the store will not remember it from this run: its objects, born in the
     /// placed tier or not, are not cold. Any other has held for one more plan, and one that has
     /// now held for [`REMEMBER_AFTER_PLANS`] is saved.

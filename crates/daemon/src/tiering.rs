@@ -388,12 +388,16 @@ impl Daemon {
             // A process's records are consecutive in the plan.
             let mine = spans.partition_point(|s| s.process < pi)
                 ..spans.partition_point(|s| s.process <= pi);
-            // Sites with a record accessed in each of the last two intervals: this plan
-            // confirms a proactive placement of any other site (for the site store).
+            // Sites with a record seen accessed in either of the last two intervals: this plan
+            // confirms a proactive placement of any other site (for the site store). Any access
+            // counts, not only sustained ones as for the live placement: a remembered placement
+            // applies to a next run's every object from the start, where sampling that misses a
+            // hot object one interval in two would have it born slow (lammps's neighbour lists
+            // under DAMON).
             let busy: std::collections::HashSet<u64> = spans[mine.clone()]
                 .iter()
                 .zip(&candidates[mine.clone()])
-                .filter(|(_, c)| c.recent_accesses > 0.0 && c.previous_accesses > 0.0)
+                .filter(|(_, c)| c.recent_accesses > 0.0 || c.previous_accesses > 0.0)
                 .map(|(span, _)| span.site)
                 .collect();
             let wishes = proactive_placements(
