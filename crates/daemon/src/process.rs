@@ -47,6 +47,9 @@ const PRIORITY_RANGE: std::ops::RangeInclusive<i64> = -1000..=1000;
 /// all there, had 19.0-32.7 % of their accesses in the fast tier against 25-50 % (mean 40 %)
 /// without a warm start (docs/evaluation.md, "Warm start, measured").
 pub const REMEMBER_AFTER_PLANS: u32 = 2;
+/// `Process::proactive_held` of a placement whose site's records were seen accessed while it
+/// held: the store forgets the site, whatever an earlier save or run said of it.
+pub const DISPROVED: u32 = u32::MAX;
 
 /// A read-write mapping of a process's ring memfd.
 pub struct RingMapping {
@@ -417,8 +420,9 @@ pub struct Process {
     pub placements: BTreeMap<u64, (u32, PlacedBy)>,
     /// Per site: the proactive policy's latest wish and for how many intervals in a row.
     pub proactive_streaks: HashMap<u64, (Option<u32>, u32)>,
-    /// Per site placed by the proactive policy: how many plans since the one that placed it
-    /// have kept it (see [`REMEMBER_AFTER_PLANS`]).
+    /// Per site placed by the proactive policy or the warm start: how many plans since the one
+    /// that placed it have kept it with its records unaccessed (see [`REMEMBER_AFTER_PLANS`];
+    /// a warm start's counts as confirmed), or [`DISPROVED`] once one saw them accessed.
     pub proactive_held: HashMap<u64, u32>,
     pub resync: Resync,
     /// Drop counter value the daemon has accounted for.
@@ -979,12 +983,15 @@ impl Process {
                 if names.iter().any(|n| n.starts_with("?+")) {
                     return None;
                 }
-                let placed = self.placements.get(site);
-                if placed.is_some_and(|&(_, by)| by == PlacedBy::Proactive)
-                    && self.proactive_held.get(site).copied().unwrap_or(0) < REMEMBER_AFTER_PLANS
-                {
-                    // Not confirmed yet: the store keeps what it knew of the site.
-                    return None;
+                let mut placed = self.placements.get(site);
+                if placed.is_some_and(|&(_, by)| by != PlacedBy::Hand) {
+                    match self.proactive_held.get(site).copied().unwrap_or(0) {
+                        // Its objects are not cold: forget the site.
+                        DISPROVED => placed = None,
+                        // Not confirmed yet: the store keeps what it knew of the site.
+                        held if held < REMEMBER_AFTER_PLANS => return None,
+                        _ => {}
+                    }
                 }
                 let placed = placed.map(|&(tier, by)| {
                     let learnt = match by {
@@ -1042,21 +1049,26 @@ impl Process {
     }
 
     /// A plan has been made with this process's placements in force. A proactive placement
-    /// whose site had a record seen accessed in the last two intervals (`busy`) is not
-    /// confirmed, and the store will not remember it from this run: its objects, born in the
-    /// placed tier or not, are not cold. Any other has held for one more plan, and one that has
-    /// now held for [`REMEMBER_AFTER_PLANS`] is saved.
+    /// whose site had a record seen accessed in the last two intervals (`busy`) is disproved:
+    /// its objects, born in the placed tier or not, are not cold, and the store forgets the
+    /// site (also when an earlier plan of this run had confirmed it, and saved it). Any other
+    /// has held for one more plan, and one that has now held for [`REMEMBER_AFTER_PLANS`] is
+    /// saved.
     pub fn placement_plans_ended(&mut self, busy: impl Fn(u64) -> bool) {
-        let mut confirmed = false;
-        self.proactive_held.retain(|&site, held| {
-            if busy(site) {
-                return false;
+        let mut changed = false;
+        for (&site, held) in self.proactive_held.iter_mut() {
+            if *held == DISPROVED {
+                continue;
             }
-            *held += 1;
-            confirmed |= *held == REMEMBER_AFTER_PLANS;
-            true
-        });
-        if confirmed {
+            if busy(site) {
+                *held = DISPROVED;
+                changed = true;
+            } else {
+                *held += 1;
+                changed |= *held == REMEMBER_AFTER_PLANS;
+            }
+        }
+        if changed {
             if let Some(warm) = &mut self.warm {
                 warm.unsaved = true;
             }
@@ -1087,12 +1099,16 @@ impl Process {
             Some(t) => self.placements.insert(site, (t, by)),
             None => self.placements.remove(&site),
         };
+        // Placements the policy or the store made are watched (`placement_plans_ended`); one
+        // from the store was confirmed in an earlier run.
         let proactive = tier.is_some() && by == PlacedBy::Proactive;
-        if proactive {
-            self.proactive_held.insert(site, 0);
-        } else {
-            self.proactive_held.remove(&site);
-        }
+        match (tier, by) {
+            (Some(_), PlacedBy::Proactive) => self.proactive_held.insert(site, 0),
+            (Some(_), PlacedBy::WarmStart) => {
+                self.proactive_held.insert(site, REMEMBER_AFTER_PLANS)
+            }
+            _ => self.proactive_held.remove(&site),
+        };
         // Learnt in this run (or a remembered placement undone): the store should hear of it,
         // a proactive placement once it has held (`placement_plans_ended`).
         if by != PlacedBy::WarmStart && !proactive {

@@ -2171,6 +2171,66 @@ mod tests {
         objtier_sys::maps::Maps::parse(&text)
     }
 
+    /// The site store hears of a proactive placement only once two plans after it saw none of
+    /// its site's records accessed, and forgets the site as soon as one does, also after that.
+    #[test]
+    fn a_placement_is_remembered_only_while_its_objects_stay_unaccessed() {
+        use crate::process::tests::process;
+        use crate::sitestore::Learnt;
+        let (mut p, _peer) = process();
+        let (app, libc) = (0x5555_0000_0000, 0x7f00_0000_0000);
+        let site = |offset: u64| [app + offset, libc + 0x29d90];
+        let cold = describe_site(&p, &site(0x1234));
+        let late_busy = describe_site(&p, &site(0x1300));
+        let early_busy = describe_site(&p, &site(0x1400));
+        p.drain();
+        assert!(p.name_sites(&maps(app, Some(libc))).is_empty());
+        for s in [cold, late_busy, early_busy] {
+            assert!(p.place_site_auto(s, Some(1)));
+        }
+        let remembered = |p: &crate::process::Process| {
+            let mut seen: Vec<(String, Option<(u32, Learnt)>)> = p
+                .seen_sites()
+                .into_iter()
+                .map(|(names, placed)| (names[0].clone(), placed))
+                .collect();
+            seen.sort_by(|a, b| a.0.cmp(&b.0));
+            seen
+        };
+        let name = |offset: u64| format!("/usr/bin/app+{offset:#x}");
+        assert!(
+            remembered(&p).is_empty(),
+            "nothing confirmed yet: the store keeps its own"
+        );
+        p.placement_plans_ended(|s| s == early_busy);
+        assert_eq!(
+            remembered(&p),
+            [(name(0x1400), None)],
+            "disproved: forgotten"
+        );
+        p.placement_plans_ended(|_| false);
+        let confirmed = Some((1, Learnt::Proactive));
+        assert_eq!(
+            remembered(&p),
+            [
+                (name(0x1234), confirmed),
+                (name(0x1300), confirmed),
+                (name(0x1400), None)
+            ]
+        );
+        // Seen accessed after it was confirmed (and saved): forgotten again.
+        p.placement_plans_ended(|s| s == late_busy);
+        p.placement_plans_ended(|_| false);
+        assert_eq!(
+            remembered(&p),
+            [
+                (name(0x1234), confirmed),
+                (name(0x1300), None),
+                (name(0x1400), None)
+            ]
+        );
+    }
+
     /// Warm start end to end through the daemon: a placement learnt in one run is saved (at
     /// the interval, and at detach) and applied in the next run of the same program, whose
     /// addresses and site ids ASLR changed, at attach when the call path's modules are mapped,
