@@ -47,9 +47,17 @@ const PRIORITY_RANGE: std::ops::RangeInclusive<i64> = -1000..=1000;
 /// all there, had 19.0-32.7 % of their accesses in the fast tier against 25-50 % (mean 40 %)
 /// without a warm start (docs/evaluation.md, "Warm start, measured").
 pub const REMEMBER_AFTER_PLANS: u32 = 2;
-/// `Process::proactive_held` of a placement whose site's records were seen accessed while it
-/// held: the store forgets the site, whatever an earlier save or run said of it.
-pub const DISPROVED: u32 = u32::MAX;
+
+/// What the plans since a proactive or warm-start placement have said of it, for the site store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Evidence {
+    /// This many plans kept it with its site's records unaccessed ([`REMEMBER_AFTER_PLANS`]
+    /// confirm it; a warm start's placement starts confirmed).
+    Quiet(u32),
+    /// A plan saw its site's records accessed while it held: the store forgets the site,
+    /// whatever an earlier save or run said of it.
+    Disproved,
+}
 
 /// A read-write mapping of a process's ring memfd.
 pub struct RingMapping {
@@ -420,10 +428,9 @@ pub struct Process {
     pub placements: BTreeMap<u64, (u32, PlacedBy)>,
     /// Per site: the proactive policy's latest wish and for how many intervals in a row.
     pub proactive_streaks: HashMap<u64, (Option<u32>, u32)>,
-    /// Per site placed by the proactive policy or the warm start: how many plans since the one
-    /// that placed it have kept it with its records unaccessed (see [`REMEMBER_AFTER_PLANS`];
-    /// a warm start's counts as confirmed), or [`DISPROVED`] once one saw them accessed.
-    pub proactive_held: HashMap<u64, u32>,
+    /// Per site placed by the proactive policy or the warm start: what the plans since have
+    /// said of the placement.
+    pub placement_evidence: HashMap<u64, Evidence>,
     pub resync: Resync,
     /// Drop counter value the daemon has accounted for.
     pub dropped_seen: u64,
@@ -538,7 +545,7 @@ impl Process {
             advice: BTreeMap::new(),
             placements: BTreeMap::new(),
             proactive_streaks: HashMap::new(),
-            proactive_held: HashMap::new(),
+            placement_evidence: HashMap::new(),
             resync: Resync::Idle,
             dropped_seen: 0,
             allocated_unclaimed: 0,
@@ -985,12 +992,12 @@ impl Process {
                 }
                 let mut placed = self.placements.get(site);
                 if placed.is_some_and(|&(_, by)| by != PlacedBy::Hand) {
-                    match self.proactive_held.get(site).copied().unwrap_or(0) {
+                    match self.placement_evidence.get(site) {
                         // Its objects are not cold: forget the site.
-                        DISPROVED => placed = None,
+                        Some(Evidence::Disproved) => placed = None,
+                        Some(&Evidence::Quiet(plans)) if plans >= REMEMBER_AFTER_PLANS => {}
                         // Not confirmed yet: the store keeps what it knew of the site.
-                        held if held < REMEMBER_AFTER_PLANS => return None,
-                        _ => {}
+                        _ => return None,
                     }
                 }
                 let placed = placed.map(|&(tier, by)| {
@@ -1056,16 +1063,16 @@ impl Process {
     /// saved.
     pub fn placement_plans_ended(&mut self, busy: impl Fn(u64) -> bool) {
         let mut changed = false;
-        for (&site, held) in self.proactive_held.iter_mut() {
-            if *held == DISPROVED {
+        for (&site, evidence) in self.placement_evidence.iter_mut() {
+            let Evidence::Quiet(plans) = evidence else {
                 continue;
-            }
+            };
             if busy(site) {
-                *held = DISPROVED;
+                *evidence = Evidence::Disproved;
                 changed = true;
             } else {
-                *held += 1;
-                changed |= *held == REMEMBER_AFTER_PLANS;
+                *plans += 1;
+                changed |= *plans == REMEMBER_AFTER_PLANS;
             }
         }
         if changed {
@@ -1103,11 +1110,13 @@ impl Process {
         // from the store was confirmed in an earlier run.
         let proactive = tier.is_some() && by == PlacedBy::Proactive;
         match (tier, by) {
-            (Some(_), PlacedBy::Proactive) => self.proactive_held.insert(site, 0),
-            (Some(_), PlacedBy::WarmStart) => {
-                self.proactive_held.insert(site, REMEMBER_AFTER_PLANS)
+            (Some(_), PlacedBy::Proactive) => {
+                self.placement_evidence.insert(site, Evidence::Quiet(0))
             }
-            _ => self.proactive_held.remove(&site),
+            (Some(_), PlacedBy::WarmStart) => self
+                .placement_evidence
+                .insert(site, Evidence::Quiet(REMEMBER_AFTER_PLANS)),
+            _ => self.placement_evidence.remove(&site),
         };
         // Learnt in this run (or a remembered placement undone): the store should hear of it,
         // a proactive placement once it has held (`placement_plans_ended`).
