@@ -300,8 +300,13 @@ impl IntervalBuffers {
 struct PartPages {
     tier: usize,
     pages: usize,
-    /// How far the pages it holds may be from `pages` before any moves.
-    tolerance: usize,
+    /// How many pages fewer than `pages` it may hold before any move up.
+    below: usize,
+    /// How many pages more than `pages` it may hold before any move down: none in the fastest
+    /// tier for a process with a fast-tier cap, which is a promise (`objtier run
+    /// --fast-capacity`), where the tolerance once let a part that filled the cap keep 4 MiB
+    /// beyond it.
+    above: usize,
 }
 
 /// `RecordPages::first_page` of a record not located this interval.
@@ -627,12 +632,12 @@ fn moves_of(
         .iter()
         .filter(|&&s| current(s).is_some_and(|t| t <= part.tier))
         .count();
-    let keep = if have > part.pages + part.tolerance {
+    let keep = if have > part.pages + part.above {
         part.pages
     } else {
         have
     };
-    let add = if part.pages > have + part.tolerance {
+    let add = if part.pages > have + part.below {
         part.pages - have
     } else {
         0
@@ -1058,6 +1063,11 @@ impl Daemon {
                 continue;
             }
             let target = assignment.tiers[ci];
+            let span = &spans[ci];
+            let capped = self
+                .processes
+                .get(&process_ids[span.process])
+                .is_some_and(|p| p.fast_capacity_bytes.is_some());
             let part = assignment.part_of(ci).map(|p| {
                 let pages = (p.bytes / PAGE_SIZE as u64) as usize;
                 // The budget's slack, but at most a quarter of the part: a part that a cap
@@ -1065,13 +1075,14 @@ impl Daemon {
                 let slack = (budgets[p.tier].budget_bytes as f64 * objtier_policy::KEEP_SLACK)
                     as usize
                     / PAGE_SIZE;
+                let tolerance = slack.min(pages / 4);
                 PartPages {
                     tier: p.tier,
                     pages,
-                    tolerance: slack.min(pages / 4),
+                    below: tolerance,
+                    above: if capped && p.tier == 0 { 0 } else { tolerance },
                 }
             });
-            let span = &spans[ci];
             let status = if span.first_page == NOT_LOCATED {
                 // Counted from its last location: where its pages are now.
                 let process = &self.processes[&process_ids[span.process]];
@@ -2169,6 +2180,39 @@ mod tests {
             );
         }
         objtier_sys::maps::Maps::parse(&text)
+    }
+
+    /// A part keeps what it holds within its tolerances; with none above (a process's fast-tier
+    /// cap), the pages beyond its plan go down.
+    #[test]
+    fn a_part_beyond_a_cap_gives_back_what_it_holds_over_its_plan() {
+        // 16 pages: the first 10 in tier 0, the rest in tier 1; the plan: 8 in tier 0.
+        use super::{moves_of, PartPages};
+        use objtier_sys::pages::PageStatus;
+        let statuses: Vec<PageStatus> = (0..16).map(|i| if i < 10 { 0 } else { 1 }).collect();
+        let tier_of = |s: PageStatus| (s >= 0).then_some(s as usize);
+        let part = |below, above| {
+            Some(PartPages {
+                tier: 0,
+                pages: 8,
+                below,
+                above,
+            })
+        };
+        let (down, up) = moves_of(0, 1, part(4, 4), &statuses, tier_of);
+        assert!(down.is_empty() && up.is_empty(), "within the tolerance");
+        let (down, up) = moves_of(0, 1, part(4, 0), &statuses, tier_of);
+        assert!(up.is_empty());
+        assert_eq!(down.len(), 1);
+        assert_eq!(
+            (down[0].0, down[0].1.len()),
+            (1, 2),
+            "two pages over the plan go down"
+        );
+        // Fewer than planned, within what may be missing: nothing comes up.
+        let few: Vec<PageStatus> = (0..16).map(|i| if i < 6 { 0 } else { 1 }).collect();
+        let (down, up) = moves_of(0, 1, part(4, 0), &few, tier_of);
+        assert!(down.is_empty() && up.is_empty());
     }
 
     /// The site store hears of a proactive placement only once two plans after it saw none of
