@@ -393,16 +393,20 @@ impl Daemon {
             // A process's records are consecutive in the plan.
             let mine = spans.partition_point(|s| s.process < pi)
                 ..spans.partition_point(|s| s.process <= pi);
-            // Sites with a record seen accessed in either of the last two intervals: this plan
-            // confirms a proactive placement of any other site (for the site store). Any access
+            // Watched placements whose site had a record seen accessed in either of the last
+            // two intervals: this plan confirms the others (for the site store). Any access
             // counts, not only sustained ones as for the live placement: a remembered placement
             // applies to a next run's every object from the start, where sampling that misses a
             // hot object one interval in two would have it born slow (lammps's neighbour lists
-            // under DAMON).
+            // under DAMON). Only watched sites are collected: a million records make no set.
+            let evidence = &self.processes[id].placement_evidence;
             let busy: std::collections::HashSet<u64> = spans[mine.clone()]
                 .iter()
                 .zip(&candidates[mine.clone()])
-                .filter(|(_, c)| c.recent_accesses > 0.0 || c.previous_accesses > 0.0)
+                .filter(|(span, c)| {
+                    (c.recent_accesses > 0.0 || c.previous_accesses > 0.0)
+                        && evidence.contains_key(&span.site)
+                })
                 .map(|(span, _)| span.site)
                 .collect();
             let wishes = proactive_placements(
@@ -1064,11 +1068,11 @@ impl Daemon {
             }
             let target = assignment.tiers[ci];
             let span = &spans[ci];
-            let capped = self
-                .processes
-                .get(&process_ids[span.process])
-                .is_some_and(|p| p.fast_capacity_bytes.is_some());
             let part = assignment.part_of(ci).map(|p| {
+                let capped = self
+                    .processes
+                    .get(&process_ids[span.process])
+                    .is_some_and(|p| p.fast_capacity_bytes.is_some());
                 let pages = (p.bytes / PAGE_SIZE as u64) as usize;
                 // The budget's slack, but at most a quarter of the part: a part that a cap
                 // (not the budget) limits can be far smaller than the slack of a large tier.
