@@ -412,7 +412,8 @@ warm-start)
 		rm -f "$OBJTIER_SOCKET"
 		if [ "${run%:*}" = first ]; then
 			echo "   site store after the first run: $(ls "$store" 2>&1)"
-			cat "$store"/proactive-*.json 2>/dev/null | sed 's/^/   /' | head -n 30
+			# (No store file is the first check's failure below, not a reason to stop here.)
+			cat "$store"/proactive-*.json 2>/dev/null | sed 's/^/   /' | head -n 30 || true
 		fi
 	done
 	if python3 -c '
@@ -434,7 +435,16 @@ hot = [r["hot_fast_share"] for r in rows if "hot_fast_share" in r][0]
 fast = lambda rs: sum(1 for r in rs if r["fast_share"] > 0.05)
 print("%d %d %d %d %.2f %.3f" % (fast(early), len(early), fast(cold), len(cold), cold[0]["t"] if cold else -1, hot))' "$1"
 	}
-	set -- $(summary "$WORK/warm-first.json") $(summary "$WORK/warm-second.json")
+	if ! first=$(summary "$WORK/warm-first.json") || ! second=$(summary "$WORK/warm-second.json"); then
+		fail second-run-cold-site-born-slow-from-the-start
+		echo "   the proactive program's output lacks cold or hot objects:"
+		tail -n 3 "$WORK/warm-first.json" "$WORK/warm-second.json" | sed 's/^/   /'
+		daemon_log
+		echo "$PASSED passed, $FAILED failed"
+		exit 1
+	fi
+	# shellcheck disable=SC2086 # six numbers each
+	set -- $first $second
 	first_early_fast=$1 first_early=$2 second_early_fast=$7 second_early=$8 second_fast=$9 second_all=${10} second_t0=${11} second_hot=${12}
 	echo "   cold objects of the first 6 s born (partly) on the fast node: first run $first_early_fast of $first_early, second run $second_early_fast of $second_early (the first at t=$second_t0 s); over the whole second run $second_fast of $second_all; hot objects on the fast node at the end of the second run: $second_hot"
 	for run in first second; do
