@@ -136,6 +136,16 @@ fn push_merged(
 /// proactive placement decision must hold before it is applied.
 const PROACTIVE_SETTLED_INTERVALS: u32 = 2;
 
+/// Whether a record `age_ns` old was seen accessed after the interval it was born in, from its
+/// accesses in the last interval (`recent`) and the one before (`previous`): an object is
+/// written when it is initialised, so the interval of its birth says nothing about whether it
+/// stays cold. Without this, a placed site that keeps allocating (a new object written once
+/// every 500 ms, the VM's warm-start scenario) had its placement disproved whenever sampling
+/// caught a birth, and the site store forgot it.
+fn accessed_after_birth(recent: f64, previous: f64, age_ns: u64, interval_ns: u64) -> bool {
+    (recent > 0.0 && age_ns >= interval_ns) || (previous > 0.0 && age_ns >= 2 * interval_ns)
+}
+
 /// Most ranges handed to DAMON per process; beyond, the closest records share a region.
 const MAX_RANGES_PER_PROCESS: usize = 2000;
 
@@ -400,12 +410,18 @@ impl Daemon {
             // hot object one interval in two would have it born slow (lammps's neighbour lists
             // under DAMON). Only watched sites are collected: a million records make no set.
             let evidence = &self.processes[id].placement_evidence;
+            let interval_ns = self.interval_length.as_nanos() as u64;
             let busy: std::collections::HashSet<u64> = spans[mine.clone()]
                 .iter()
                 .zip(&candidates[mine.clone()])
                 .filter(|(span, c)| {
-                    (c.recent_accesses > 0.0 || c.previous_accesses > 0.0)
-                        && evidence.contains_key(&span.site)
+                    evidence.contains_key(&span.site)
+                        && accessed_after_birth(
+                            c.recent_accesses,
+                            c.previous_accesses,
+                            now.saturating_sub(c.created_ns),
+                            interval_ns,
+                        )
                 })
                 .map(|(span, _)| span.site)
                 .collect();
@@ -1290,7 +1306,7 @@ mod tests {
     use crate::config::DaemonConfig;
     use crate::process::tests::{process, push};
     use crate::source::AccessSource;
-    use crate::tiering::huge_page_splits;
+    use crate::tiering::{accessed_after_birth, huge_page_splits};
     use crate::Daemon;
     use objtier_sys::pages::{RecordedCall, RecordingPageMover};
     use objtier_sys::topology::Topology;
@@ -1368,6 +1384,24 @@ mod tests {
         assert_eq!(daemon.split_bytes(), 16 * MIB);
         daemon.config.split_bytes = Some(128 * MIB);
         assert_eq!(daemon.split_bytes(), 128 * MIB);
+    }
+
+    /// A record's accesses in the interval of its birth (its initialising writes) do not
+    /// disprove its site's placement; accesses after it do.
+    #[test]
+    fn a_records_birth_is_not_evidence_against_its_sites_placement() {
+        let i = 2_000_000_000;
+        // Born within the last interval: neither interval's accesses count.
+        assert!(!accessed_after_birth(1.0, 1.0, i / 2, i));
+        // Born in the interval before the last: its last interval's accesses count, the
+        // previous one's (its birth) do not.
+        assert!(accessed_after_birth(1.0, 0.0, i + i / 2, i));
+        assert!(!accessed_after_birth(0.0, 1.0, i + i / 2, i));
+        // Older: both count.
+        assert!(accessed_after_birth(0.0, 1.0, 2 * i, i));
+        assert!(accessed_after_birth(1.0, 0.0, 5 * i, i));
+        // Never accessed: never evidence.
+        assert!(!accessed_after_birth(0.0, 0.0, 5 * i, i));
     }
 
     /// The access source's ranges are derived again when, and only when, records come or go.
