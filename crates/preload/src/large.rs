@@ -213,8 +213,9 @@ const DIRTY_BUDGET_BYTES: usize = 64 << 20;
 /// alone, and from there every free returned a page range to the kernel and every allocation
 /// faulted one back in: 28 % of the pages such a program allocated were page faults (host test
 /// `steady-churn-reuses-its-pages`; 0.4 % now), and a JVM on direct buffers took 4.9x glibc's
-/// time (bench/alloc `java`; 1.1x now). A half over the mark did no better than a quarter. Idle cached memory is returned by
-/// `purge_idle`, so the room over the mark is kept only while the program reuses it.
+/// time (bench/alloc `java`; 1.1x now). A half over the mark did little better than a quarter
+/// (docs/performance.md). Idle cached memory is returned by `purge_idle`, so the room over the
+/// mark is kept only while the program reuses it.
 const DIRTY_OVER_PEAK_DIVISOR: u64 = 4;
 
 /// The dirty cache's budget, for `leaving`, the bytes of an object being freed (still counted
