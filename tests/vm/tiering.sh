@@ -453,7 +453,7 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if "cold" in l]
 print("   born fast share per cold object (%s run):" % sys.argv[2], " ".join("%.0f" % (10 * r["fast_share"]) for r in rows))' "$WORK/warm-$run.json" "$run"
 	done
-	sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon.log" | grep -E "warm start|proactive placement|site store" | sed 's/^/   /' | head -n 8 || true
+	sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon.log" | grep -E "warm start|proactive placement|site store|disproved" | sed 's/^/   /' | head -n 8 || true
 	# The first run must have had something to learn (its early cold objects born fast), and
 	# the second none of it left to learn: every early cold object born slow.
 	if [ "$first_early_fast" -ge 4 ] && [ "$second_early" -ge 8 ] && [ "$second_early_fast" -eq 0 ] &&

@@ -431,6 +431,11 @@ pub struct Process {
     /// Per site placed by the proactive policy or the warm start: what the plans since have
     /// said of the placement.
     pub placement_evidence: HashMap<u64, Evidence>,
+    /// Records (by start) of watched sites (`placement_evidence`) the daemon moved lately: the
+    /// numbers (`Totals::intervals`) of the last two intervals that moved each, the latest
+    /// first. Pages can look accessed in the interval they were moved in, so those intervals'
+    /// accesses are no evidence (see `tiering::accessed_by_the_program`).
+    pub moved_in: HashMap<u64, [u64; 2]>,
     pub resync: Resync,
     /// Drop counter value the daemon has accounted for.
     pub dropped_seen: u64,
@@ -546,6 +551,7 @@ impl Process {
             placements: BTreeMap::new(),
             proactive_streaks: HashMap::new(),
             placement_evidence: HashMap::new(),
+            moved_in: HashMap::new(),
             resync: Resync::Idle,
             dropped_seen: 0,
             allocated_unclaimed: 0,
@@ -1068,6 +1074,12 @@ impl Process {
                 continue;
             };
             if busy(site) {
+                tracing::info!(
+                    pid = self.pid,
+                    site = format_args!("{site:#x}"),
+                    held_plans = *plans,
+                    "proactive placement disproved: a record of its site was accessed after its birth interval; the site store will not keep it"
+                );
                 *evidence = Evidence::Disproved;
                 changed = true;
             } else {
