@@ -59,7 +59,8 @@ int objtier_advise(void *addr, size_t len, unsigned hints) __attribute__((weak))
 /*
  * The tier (0 = fastest) of the page holding addr right now, as the daemon numbers them.
  * Returns -1 with errno ENOENT when the page is not resident (never touched, or swapped out),
- * EFAULT when addr is not mapped, ENOTCONN when no daemon has described the tiers yet.
+ * EFAULT when addr is not mapped, ENOTCONN when no daemon has described the tiers yet, EPERM
+ * when the program runs under a seccomp filter (objtier then makes no system call of its own).
  */
 int objtier_tier_of(const void *addr) __attribute__((weak));
 

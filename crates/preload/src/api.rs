@@ -69,6 +69,10 @@ pub extern "C" fn objtier_tier_of(addr: *const c_void) -> c_int {
     let Some(control) = report::control().filter(|c| c.tier_nodes(0).is_some()) else {
         return fail(libc::ENOTCONN);
     };
+    if crate::sandbox::confined() {
+        // Its seccomp filter may refuse move_pages, and kill the program for asking.
+        return fail(libc::EPERM);
+    }
     let node = match node_of(addr) {
         Ok(node) => node,
         // move_pages itself failed (e.g. ENOSYS without NUMA support): its errno is set.

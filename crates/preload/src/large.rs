@@ -1427,6 +1427,9 @@ const MPOL_PREFERRED_MANY: i64 = 5;
 /// has `MPOL_PREFERRED_MANY` (5.15+), else the lowest one. A failure leaves the chunk without a
 /// policy (its objects start wherever first touch puts them, and the daemon moves them later).
 fn bind_preferred(base: usize, bytes: usize, nodes: u64) {
+    if crate::sandbox::confined() {
+        return;
+    }
     let mask = [nodes, 0u64];
     let lowest = [1u64 << nodes.trailing_zeros(), 0u64];
     for (mode, mask) in [(MPOL_PREFERRED_MANY, &mask), (MPOL_PREFERRED, &lowest)] {

@@ -14,7 +14,8 @@
 //! Besides the standard calls it exports glibc's own names for them (`__libc_malloc` and
 //! company: a program that calls those must get memory our `free` knows) and glibc's tuning and
 //! statistics calls (`mallopt`, `malloc_trim`, `mallinfo`, `mallinfo2`, `malloc_stats`,
-//! `malloc_info`), which glibc would otherwise answer about a heap nobody allocates from. Edge
+//! `malloc_info`), which glibc would otherwise answer about a heap nobody allocates from, and it
+//! passes `prctl` and `syscall` on to the kernel, watching for a seccomp filter. Edge
 //! cases follow glibc, including where it differs between versions (`aligned_alloc`).
 //! C++ `operator new` and `delete` need nothing of ours: libstdc++ builds them on `malloc`,
 //! `aligned_alloc` and `free`.
@@ -31,6 +32,8 @@
 //!   and counts them; a missing daemon is retried at most once a second.
 //! - **Fork-safe.** Our lock is held across `fork()` and reset in the child; a child attaches as
 //!   its own process, never through its parent's ring.
+//! - **Quiet under a seccomp filter.** Once the program is confined (`sandbox.rs`), only the
+//!   system calls any allocator makes; a filter kills the program for a call it refuses.
 //! - **No panics across the C boundary.** Nothing here unwraps; the release profile aborts.
 
 // Unit tests do not export the malloc family (it would replace the test harness's allocator),
@@ -46,6 +49,7 @@ mod large;
 mod lock;
 mod options;
 mod report;
+mod sandbox;
 mod site;
 
 use arenas::owned_by_mimalloc;
@@ -490,6 +494,52 @@ mod exports {
         unsafe { allocate_from(size, MIN_ALIGN, site::Caller { ra, sp }) }
     }
 
+    /// `prctl`, on its way to the kernel: `PR_SET_SECCOMP` confines the program
+    /// (`sandbox.rs`). Declared with the five integer arguments every option takes at most,
+    /// where libc declares it variadic: the same registers on x86_64 and aarch64.
+    #[no_mangle]
+    pub unsafe extern "C" fn prctl(
+        option: core::ffi::c_int,
+        a2: core::ffi::c_ulong,
+        a3: core::ffi::c_ulong,
+        a4: core::ffi::c_ulong,
+        a5: core::ffi::c_ulong,
+    ) -> core::ffi::c_int {
+        if option == libc::PR_SET_SECCOMP {
+            sandbox::confine("prctl(PR_SET_SECCOMP)");
+        }
+        let args = [
+            option as core::ffi::c_long,
+            a2 as _,
+            a3 as _,
+            a4 as _,
+            a5 as _,
+            0,
+        ];
+        // SAFETY: the caller's prctl, passed on unchanged.
+        unsafe { sandbox::raw_syscall(libc::SYS_prctl, args) as core::ffi::c_int }
+    }
+
+    /// `syscall`, on its way to the kernel: `seccomp(SECCOMP_SET_MODE_*)` (libseccomp's way)
+    /// confines the program (`sandbox.rs`). Six integer arguments after the number, as libc's
+    /// own reads whatever the caller passed.
+    #[no_mangle]
+    pub unsafe extern "C" fn syscall(
+        number: core::ffi::c_long,
+        a1: core::ffi::c_long,
+        a2: core::ffi::c_long,
+        a3: core::ffi::c_long,
+        a4: core::ffi::c_long,
+        a5: core::ffi::c_long,
+        a6: core::ffi::c_long,
+    ) -> core::ffi::c_long {
+        if number == libc::SYS_seccomp && sandbox::seccomp_installs(a1) {
+            sandbox::confine("seccomp()");
+        }
+        // SAFETY: the caller's system call, passed on unchanged.
+        unsafe { sandbox::raw_syscall(number, [a1, a2, a3, a4, a5, a6]) }
+    }
+
     #[no_mangle]
     pub unsafe extern "C" fn free(ptr: *mut c_void) {
         // SAFETY: caller passes a pointer from this allocator or NULL.
@@ -872,6 +922,7 @@ const MIMALLOC_ARENA_EAGER_COMMIT: libc::c_long = 2;
 
 extern "C" fn constructor() {
     options::init();
+    sandbox::init();
     site::init();
     // SAFETY: mimalloc's options are plain reads and writes; it reads these when it next
     // reserves an arena. Each is left alone when its MIMALLOC_* variable changed the default.

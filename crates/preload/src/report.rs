@@ -135,6 +135,9 @@ static DOORBELLS_IN_FLIGHT: AtomicU32 = AtomicU32::new(0);
 /// buffer means the daemon has doorbells unread already, so a failure needs no retry.
 #[cold]
 fn doorbell() {
+    if crate::sandbox::confined() {
+        return;
+    }
     DOORBELLS_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
     let fd = SOCKET_FD.load(Ordering::SeqCst);
     if fd >= 0 && socket_is_ours(fd) {
@@ -208,7 +211,14 @@ pub fn tick(now: u64) {
     if CHECKING.swap(true, Ordering::Acquire) {
         return;
     }
-    if let Some(ring) = ring() {
+    if crate::sandbox::confined() {
+        // Only what lives in shared memory: no link check, no attach.
+        NEXT_CHECK_NS.store(now + CHECK_INTERVAL_NS, Ordering::Relaxed);
+        if let Some(ring) = ring() {
+            report_new_arenas(ring);
+            resync_if_asked(ring);
+        }
+    } else if let Some(ring) = ring() {
         NEXT_CHECK_NS.store(now + CHECK_INTERVAL_NS, Ordering::Relaxed);
         let fd = SOCKET_FD.load(Ordering::Relaxed);
         if fd >= 0 && !socket_is_ours(fd) {
