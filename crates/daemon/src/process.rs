@@ -1078,7 +1078,7 @@ impl Process {
                     pid = self.pid,
                     site = format_args!("{site:#x}"),
                     held_plans = *plans,
-                    "proactive placement disproved: a record of its site was accessed after its birth interval; the site store will not keep it"
+                    "proactive placement disproved: a record of its site was seen accessed (not as it was born or moved); the site store will not keep it"
                 );
                 *evidence = Evidence::Disproved;
                 changed = true;

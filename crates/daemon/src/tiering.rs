@@ -432,12 +432,12 @@ impl Daemon {
                 .zip(&candidates[mine.clone()])
                 .filter(|(span, c)| {
                     evidence.contains_key(&span.site) && {
-                        let moved_in = |ago| {
-                            let n = moved_in.get(&span.start);
+                        let moves = moved_in.get(&span.start);
+                        let moved_ago = |ago| {
                             this.checked_sub(ago)
-                                .is_some_and(|i| n.is_some_and(|n| n.contains(&i)))
+                                .is_some_and(|i| moves.is_some_and(|n| n.contains(&i)))
                         };
-                        let moved = [moved_in(1), moved_in(2)];
+                        let moved = [moved_ago(1), moved_ago(2)];
                         accessed_by_the_program(
                             c.recent_accesses,
                             c.previous_accesses,

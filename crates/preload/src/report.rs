@@ -135,12 +135,10 @@ static DOORBELLS_IN_FLIGHT: AtomicU32 = AtomicU32::new(0);
 /// buffer means the daemon has doorbells unread already, so a failure needs no retry.
 #[cold]
 fn doorbell() {
-    if crate::sandbox::confined() {
-        return;
-    }
+    // Counted before the check: a thread confining the program waits for it (`quiesce`).
     DOORBELLS_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
     let fd = SOCKET_FD.load(Ordering::SeqCst);
-    if fd >= 0 && socket_is_ours(fd) {
+    if fd >= 0 && !crate::sandbox::confined() && socket_is_ours(fd) {
         // SAFETY: sends the one (NUL) byte of a static C string; the socket number cannot be
         // closed and reused before the counter drops (`close_socket`).
         unsafe {
@@ -153,6 +151,19 @@ fn doorbell() {
         };
     }
     DOORBELLS_IN_FLIGHT.fetch_sub(1, Ordering::Release);
+}
+
+/// Waits for the daemon-link calls other threads have under way (a doorbell, a link check or
+/// attach) to end, for at most a thousand yields: the program is installing a seccomp filter
+/// (`sandbox::confine`), which could kill it for one of them, and from now on none starts.
+pub fn quiesce() {
+    for _ in 0..1000 {
+        if DOORBELLS_IN_FLIGHT.load(Ordering::SeqCst) == 0 && !CHECKING.load(Ordering::SeqCst) {
+            return;
+        }
+        // SAFETY: sched_yield has no preconditions (and is made before the filter is in).
+        unsafe { libc::sched_yield() };
+    }
 }
 
 /// The inode of the socket `fd` refers to, or 0 if it is not an open socket.
@@ -208,7 +219,9 @@ pub fn tick(now: u64) {
     if now < NEXT_CHECK_NS.load(Ordering::Relaxed) || !options::ready() {
         return;
     }
-    if CHECKING.swap(true, Ordering::Acquire) {
+    // (SeqCst, as in `quiesce`: either this check sees the program confined, or the thread
+    // confining it sees this one checking, and waits.)
+    if CHECKING.swap(true, Ordering::SeqCst) {
         return;
     }
     if crate::sandbox::confined() {

@@ -24,15 +24,17 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 static CONFINED: AtomicBool = AtomicBool::new(false);
 
-/// Whether the program runs under a seccomp filter (see the module's text).
-#[inline]
+/// Whether the program runs under a seccomp filter (see the module's text). Never on a hot
+/// path; SeqCst pairs with the daemon link's own flags (`report::quiesce`).
 pub fn confined() -> bool {
-    CONFINED.load(Ordering::Relaxed)
+    CONFINED.load(Ordering::SeqCst)
 }
 
-/// The program is about to install a seccomp filter (`how`): from now on, no call of our own.
+/// The program is about to install a seccomp filter (`how`): from now on no call of our own
+/// starts, and those under way in other threads end before the filter is in.
 pub fn confine(how: &str) {
     if !CONFINED.swap(true, Ordering::SeqCst) {
+        crate::report::quiesce();
         log!("the program installs a seccomp filter ({how}): no more calls to the daemon");
     }
 }
