@@ -4,7 +4,10 @@
 //! without dragging a neighbour along. Objects are carved out of large chunks of address space
 //! (1 GiB each, 1 GiB-aligned, reserved with `MAP_NORESERVE`) instead of one `mmap` per object:
 //! a process with hundreds of thousands of live objects stays far below `vm.max_map_count`, and
-//! chunks are where per-tier placement binds memory, once per chunk.
+//! chunks are where per-tier placement binds memory, once per chunk. A chunk takes 2 GiB of
+//! address space to map (1 GiB of it trimmed for the alignment): under an address-space limit
+//! (`ulimit -v`) that refuses it, `alloc` fails, the caller serves the object from mimalloc,
+//! untracked, and no chunk is tried again for a second.
 //!
 //! **Placement.** Each chunk belongs to one *placement*: the default (no memory policy: first
 //! touch decides, and the daemon migrates later), or a set of NUMA nodes (a tier, as the daemon
@@ -53,11 +56,10 @@
 
 use crate::free_index::{self, Free, FreeIndex};
 use crate::lock::FutexMutex;
+use crate::log;
 use alloc::vec::Vec;
 use core::cell::Cell;
-#[cfg(test)]
-use core::sync::atomic::AtomicBool;
-use core::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use objtier_wire::PAGE_SIZE;
 
 const CHUNK_SHIFT: u32 = 30;
@@ -195,6 +197,12 @@ impl Quick {
         self.len.iter().map(|&n| n as usize).sum()
     }
 }
+
+/// Until this coarse tick no ordinary chunk is tried: the last try's address space was refused
+/// (a program under `ulimit -v`), and trying again on every allocation would cost an mmap each.
+static NO_CHUNK_BEFORE_TICK: AtomicU64 = AtomicU64::new(0);
+/// Whether a chunk has been refused once (said once, with `OBJTIER_DEBUG`).
+static CHUNK_REFUSED: AtomicBool = AtomicBool::new(false);
 
 /// Largest extent a tag can describe: 2^29 pages (2 TiB).
 const MAX_EXTENT_PAGES: usize = 1 << 29;
@@ -469,6 +477,14 @@ pub enum Contents {
 fn pages_for(bytes: usize) -> Option<usize> {
     let pages = bytes.checked_add(PAGE_SIZE - 1)? / PAGE_SIZE;
     (pages <= MAX_EXTENT_PAGES).then_some(pages.max(1))
+}
+
+/// Whether an object of `size` bytes aligned to `align` fits an ordinary chunk: when `alloc`
+/// refuses one that does, no chunk could be mapped (an address-space limit), and the object may
+/// go elsewhere; a larger one gets a chunk of its own, whose refusal is the program's ENOMEM.
+pub fn fits_a_chunk(size: usize, align: usize) -> bool {
+    pages_for(size)
+        .is_some_and(|pages| pages + (align / PAGE_SIZE).max(1) - 1 <= CHUNK_BYTES / PAGE_SIZE)
 }
 
 /// Which shard and chunk (if any) own `ptr`, without taking a lock.
@@ -1332,10 +1348,26 @@ impl State {
             return None;
         }
         let bytes = (pages.checked_mul(PAGE_SIZE)?).next_multiple_of(CHUNK_BYTES);
+        let now = coarse_ticks();
+        if bytes == CHUNK_BYTES && now < NO_CHUNK_BEFORE_TICK.load(Ordering::Relaxed) {
+            return None;
+        }
         // A chunk of its own for one huge object is mapped without MAP_NORESERVE, so the
         // kernel's overcommit policy judges it as it would glibc's mmap: `malloc(1 TiB)` on a
         // 24 GiB machine fails with ENOMEM instead of succeeding on paper.
-        let base = map_aligned(bytes, bytes > CHUNK_BYTES)?;
+        let Some(base) = map_aligned(bytes, bytes > CHUNK_BYTES) else {
+            if bytes == CHUNK_BYTES {
+                // Not one failed mmap per allocation: the caller serves them from mimalloc.
+                NO_CHUNK_BEFORE_TICK.store(now + TICKS_PER_SECOND, Ordering::Relaxed);
+                if !CHUNK_REFUSED.swap(true, Ordering::Relaxed) {
+                    log!(
+                        "cannot reserve {} MiB of address space for tracked objects (ulimit -v?): objects go untracked to mimalloc until it can",
+                        (bytes + CHUNK_BYTES) >> 20
+                    );
+                }
+            }
+            return None;
+        };
         let chunk_pages = bytes / PAGE_SIZE;
         let tags_bytes = chunk_pages * core::mem::size_of::<u32>();
         let sites_bytes = chunk_pages * core::mem::size_of::<u64>();

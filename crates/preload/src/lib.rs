@@ -169,15 +169,17 @@ unsafe fn allocate(size: usize, align: usize) -> *mut c_void {
 /// `allocate`, for a call from `caller` (which keys the allocation-site cache).
 #[inline]
 unsafe fn allocate_from(size: usize, align: usize, caller: site::Caller) -> *mut c_void {
-    let p = if options::get().tracks(size) {
-        allocate_tracked(size, align, caller)
-            .map_or(core::ptr::null_mut(), |(p, _)| p as *mut c_void)
-    } else if plain_block_suffices(size, align) {
+    let tracked = options::get().tracks(size);
+    let p = match tracked.then(|| allocate_tracked(size, align, caller)) {
+        Some(Some((p, _))) => p as *mut c_void,
+        // A huge object's own chunk refused: the program's ENOMEM, as glibc's would be.
+        Some(None) if !large::fits_a_chunk(size, align.max(PAGE_SIZE)) => core::ptr::null_mut(),
+        // Small, or tracked pages refused (no address space for a chunk under `ulimit -v`):
+        // mimalloc's, untracked, as glibc would have served it.
         // SAFETY: plain mimalloc allocation.
-        unsafe { mi::mi_malloc(size) }
-    } else {
+        _ if plain_block_suffices(size, align) => unsafe { mi::mi_malloc(size) },
         // SAFETY: align is a power of two (checked by callers).
-        unsafe { mi::mi_malloc_aligned(size, align) }
+        _ => unsafe { mi::mi_malloc_aligned(size, align) },
     };
     if p.is_null() {
         set_errno(libc::ENOMEM);
@@ -571,9 +573,18 @@ mod exports {
                     unsafe { core::ptr::write_bytes(p, 0, total) };
                     p as *mut c_void
                 }
-                None => {
+                None if !large::fits_a_chunk(total, PAGE_SIZE) => {
                     set_errno(libc::ENOMEM);
                     core::ptr::null_mut()
+                }
+                // Tracked pages refused: mimalloc's, untracked, as in `allocate_from`.
+                None => {
+                    // SAFETY: mimalloc's zeroing allocation.
+                    let p = unsafe { mi::mi_zalloc(total) };
+                    if p.is_null() {
+                        set_errno(libc::ENOMEM);
+                    }
+                    p
                 }
             }
         } else {
