@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 mod config_file;
 mod doctor;
+mod program;
 
 #[derive(Parser)]
 #[command(
@@ -604,6 +605,15 @@ fn start_daemon(socket: &Path, log: &Path) -> anyhow::Result<()> {
 fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let socket = args.socket.unwrap_or_else(default_socket_path);
     let lib = find_library(args.lib)?;
+    // A program the preload cannot reach still runs, as the user asked, but they hear why
+    // nothing tiers it.
+    if let Some(file) = program::resolve(&args.command[0], std::env::var_os("PATH").as_deref()) {
+        // SAFETY: getuid and getgid have no failure mode.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        if let Some(why) = program::unreachable(&file, uid, gid) {
+            eprintln!("objtier: warning: {}", why.warning(&file));
+        }
+    }
     if !args.no_daemon && !daemon_is_listening(&socket) {
         let log = args.daemon_log.unwrap_or_else(|| {
             socket
