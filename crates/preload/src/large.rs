@@ -4,10 +4,11 @@
 //! without dragging a neighbour along. Objects are carved out of large chunks of address space
 //! (1 GiB each, 1 GiB-aligned, reserved with `MAP_NORESERVE`) instead of one `mmap` per object:
 //! a process with hundreds of thousands of live objects stays far below `vm.max_map_count`, and
-//! chunks are where per-tier placement binds memory, once per chunk. A chunk takes 2 GiB of
-//! address space to map (1 GiB of it trimmed for the alignment): under an address-space limit
-//! (`ulimit -v`) that refuses it, `alloc` fails, the caller serves the object from mimalloc,
-//! untracked, and no chunk is tried again for a second.
+//! chunks are where per-tier placement binds memory, once per chunk. A chunk is mapped with
+//! 1 GiB of slack for its alignment, trimmed at once; under an address-space limit (`ulimit -v`)
+//! that refuses the slack, without it, at an aligned address below the mmap area. If that is
+//! refused too, `alloc` fails, the caller serves the object from mimalloc, untracked, and no
+//! chunk is tried again for a second.
 //!
 //! **Placement.** Each chunk belongs to one *placement*: the default (no memory policy: first
 //! touch decides, and the daemon migrates later), or a set of NUMA nodes (a tier, as the daemon
@@ -1362,7 +1363,7 @@ impl State {
                 if !CHUNK_REFUSED.swap(true, Ordering::Relaxed) {
                     log!(
                         "cannot reserve {} MiB of address space for tracked objects (ulimit -v?): objects go untracked to mimalloc until it can",
-                        (bytes + CHUNK_BYTES) >> 20
+                        bytes >> 20
                     );
                 }
             }
@@ -1485,14 +1486,26 @@ fn bind_preferred(base: usize, bytes: usize, nodes: u64) {
 
 /// Maps `bytes` of private anonymous memory; `accounted` leaves out MAP_NORESERVE.
 fn map_anonymous(bytes: usize, accounted: bool) -> *mut u8 {
+    map_anonymous_at(0, bytes, accounted)
+}
+
+/// `map_anonymous` at `addr` exactly, if nothing is mapped there (`MAP_FIXED_NOREPLACE`; a
+/// kernel before 4.17 takes it as a hint, so the caller checks where the mapping landed); 0:
+/// anywhere.
+fn map_anonymous_at(addr: usize, bytes: usize, accounted: bool) -> *mut u8 {
     let noreserve = if accounted { 0 } else { libc::MAP_NORESERVE };
-    // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
+    let fixed = if addr != 0 {
+        libc::MAP_FIXED_NOREPLACE
+    } else {
+        0
+    };
+    // SAFETY: a fresh private anonymous mapping; MAP_FIXED_NOREPLACE never replaces one.
     let p = unsafe {
         libc::mmap(
-            core::ptr::null_mut(),
+            addr as *mut libc::c_void,
             bytes,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | noreserve,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | noreserve | fixed,
             -1,
             0,
         )
@@ -1530,26 +1543,57 @@ pub(crate) fn keep_off_huge_pages(start: usize, len: usize) {
 fn map_aligned(bytes: usize, accounted: bool) -> Option<usize> {
     let padded = bytes.checked_add(CHUNK_BYTES)?;
     let raw = map_anonymous(padded, accounted) as usize;
-    if raw == 0 {
-        return None;
-    }
-    let base = raw.next_multiple_of(CHUNK_BYTES);
-    // SAFETY: both trims are inside the mapping we just created and own.
-    unsafe {
-        if base > raw {
-            libc::munmap(raw as *mut libc::c_void, base - raw);
+    let base = if raw == 0 {
+        // The slack refused (an address-space limit): without it.
+        map_aligned_without_slack(bytes, accounted)?
+    } else {
+        let base = raw.next_multiple_of(CHUNK_BYTES);
+        // SAFETY: both trims are inside the mapping we just created and own.
+        unsafe {
+            if base > raw {
+                libc::munmap(raw as *mut libc::c_void, base - raw);
+            }
+            let end = base + bytes;
+            if raw + padded > end {
+                libc::munmap(end as *mut libc::c_void, raw + padded - end);
+            }
         }
-        let end = base + bytes;
-        if raw + padded > end {
-            libc::munmap(end as *mut libc::c_void, raw + padded - end);
-        }
-    }
+        base
+    };
     if (base + bytes) >> CHUNK_SHIFT > GRANULES {
         // SAFETY: unmapping our own mapping, outside the range the owner table covers.
         unsafe { libc::munmap(base as *mut libc::c_void, bytes) };
         return None;
     }
     Some(base)
+}
+
+/// Maps `bytes` aligned to CHUNK_BYTES in as much address space as it covers, for a process
+/// whose limit (`ulimit -v`) refused the slack `map_aligned` asks for: a process under a limit of
+/// a few GiB can then have two or three chunks instead of one. Where the kernel would place
+/// `bytes` is free, and so, usually, is the address space below it (the mmap area grows down):
+/// the range from that place rounded down to the alignment is asked for exactly.
+fn map_aligned_without_slack(bytes: usize, accounted: bool) -> Option<usize> {
+    let probe = map_anonymous(bytes, accounted) as usize;
+    if probe == 0 {
+        return None;
+    }
+    if probe.is_multiple_of(CHUNK_BYTES) {
+        return Some(probe);
+    }
+    // SAFETY: unmapping the probe we just mapped.
+    unsafe { libc::munmap(probe as *mut libc::c_void, bytes) };
+    let base = probe - probe % CHUNK_BYTES;
+    let p = map_anonymous_at(base, bytes, accounted) as usize;
+    if p == base {
+        return Some(base);
+    }
+    if p != 0 {
+        // An old kernel took the address as a hint and mapped elsewhere.
+        // SAFETY: unmapping the mapping we just made.
+        unsafe { libc::munmap(p as *mut libc::c_void, bytes) };
+    }
+    None
 }
 
 #[cfg(test)]
@@ -2072,5 +2116,16 @@ mod tests {
             assert!(free_clean(p).is_some());
         }
         check_all();
+    }
+
+    /// Without the slack, a chunk still comes aligned (below the mmap area, or where the kernel
+    /// put it), and covers only its own address space.
+    #[test]
+    fn a_chunk_maps_aligned_without_slack() {
+        let base =
+            super::map_aligned_without_slack(CHUNK_BYTES, false).expect("1 GiB of address space");
+        assert_eq!(base % CHUNK_BYTES, 0);
+        // SAFETY: the mapping this test made.
+        unsafe { libc::munmap(base as *mut libc::c_void, CHUNK_BYTES) };
     }
 }
