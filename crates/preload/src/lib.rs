@@ -564,37 +564,25 @@ mod exports {
             set_errno(libc::ENOMEM);
             return core::ptr::null_mut();
         };
-        if options::get().tracks(total) {
+        let tracked = options::get().tracks(total);
+        let p = match tracked.then(|| allocate_tracked(total, MIN_ALIGN, site::Caller { ra, sp })) {
             // Never-used or MADV_DONTNEED'd pages are already zero; only reused ones need it.
-            match allocate_tracked(total, MIN_ALIGN, site::Caller { ra, sp }) {
-                Some((p, large::Contents::Zeroed)) => p as *mut c_void,
-                Some((p, large::Contents::Dirty)) => {
-                    // SAFETY: p is a fresh allocation of at least `total` bytes.
-                    unsafe { core::ptr::write_bytes(p, 0, total) };
-                    p as *mut c_void
-                }
-                None if !large::fits_a_chunk(total, PAGE_SIZE) => {
-                    set_errno(libc::ENOMEM);
-                    core::ptr::null_mut()
-                }
-                // Tracked pages refused: mimalloc's, untracked, as in `allocate_from`.
-                None => {
-                    // SAFETY: mimalloc's zeroing allocation.
-                    let p = unsafe { mi::mi_zalloc(total) };
-                    if p.is_null() {
-                        set_errno(libc::ENOMEM);
-                    }
-                    p
-                }
+            Some(Some((p, large::Contents::Zeroed))) => p as *mut c_void,
+            Some(Some((p, large::Contents::Dirty))) => {
+                // SAFETY: p is a fresh allocation of at least `total` bytes.
+                unsafe { core::ptr::write_bytes(p, 0, total) };
+                p as *mut c_void
             }
-        } else {
+            // As in `allocate_from`: a huge object's own chunk refused is ENOMEM; small objects,
+            // and tracked ones whose chunk was refused, are mimalloc's.
+            Some(None) if !large::fits_a_chunk(total, PAGE_SIZE) => core::ptr::null_mut(),
             // SAFETY: mimalloc's zeroing allocation.
-            let p = unsafe { mi::mi_zalloc(total) };
-            if p.is_null() {
-                set_errno(libc::ENOMEM);
-            }
-            p
+            _ => unsafe { mi::mi_zalloc(total) },
+        };
+        if p.is_null() {
+            set_errno(libc::ENOMEM);
         }
+        p
     }
 
     unsafe extern "C" fn realloc_from(

@@ -224,22 +224,18 @@ pub fn tick(now: u64) {
     if CHECKING.swap(true, Ordering::SeqCst) {
         return;
     }
-    if crate::sandbox::confined() {
-        // Only what lives in shared memory: no link check, no attach.
-        NEXT_CHECK_NS.store(now + CHECK_INTERVAL_NS, Ordering::Relaxed);
-        if let Some(ring) = ring() {
-            report_new_arenas(ring);
-            resync_if_asked(ring);
-        }
-    } else if let Some(ring) = ring() {
+    // Confined, no link check and no attach (their calls may kill the program, `sandbox.rs`):
+    // only what lives in shared memory.
+    let confined = crate::sandbox::confined();
+    if let Some(ring) = ring() {
         NEXT_CHECK_NS.store(now + CHECK_INTERVAL_NS, Ordering::Relaxed);
         let fd = SOCKET_FD.load(Ordering::Relaxed);
-        if fd >= 0 && !socket_is_ours(fd) {
+        if !confined && fd >= 0 && !socket_is_ours(fd) {
             // Its number is the program's now: neither read nor close it.
             SOCKET_FD.store(-1, Ordering::SeqCst);
             detach("the program closed the daemon socket");
             NEXT_CHECK_NS.store(0, Ordering::Relaxed);
-        } else if daemon_gone() {
+        } else if !confined && daemon_gone() {
             detach("the daemon closed the connection");
             NEXT_CHECK_NS.store(0, Ordering::Relaxed);
         } else {
@@ -248,7 +244,7 @@ pub fn tick(now: u64) {
                 NEXT_CHECK_NS.store(now + RESYNC_TICK_NS, Ordering::Relaxed);
             }
         }
-    } else if options::get().attach {
+    } else if options::get().attach && !confined {
         match attach() {
             Ok(()) => {
                 FAILURES.store(0, Ordering::Relaxed);
