@@ -46,6 +46,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+mod events;
+
 /// The system allocator, counting live and peak requested bytes.
 struct Counting;
 
@@ -129,6 +131,13 @@ struct Args {
     /// Pages of our own memory to time the kernel's move_pages status query on.
     #[arg(long, default_value_t = 1 << 16)]
     kernel_query_pages: usize,
+    /// Only the cost per event of draining a program's ring (`events.rs`), for these windows
+    /// (objects freed after this many younger ones), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    events_only: Option<Vec<u64>>,
+    /// Events drained per window in the event-cost measurement.
+    #[arg(long, default_value_t = 4 << 20)]
+    events: u64,
     /// Measure one size in this process (what the parent runs per size, twice).
     #[arg(long, hide = true)]
     one: Option<u64>,
@@ -689,6 +698,9 @@ fn main() -> Result<()> {
         println!("{}", measure(&args, records)?);
         return Ok(());
     }
+    if let Some(windows) = &args.events_only {
+        return print_event_costs(windows, args.events, args.json);
+    }
     let exe = std::env::current_exe()?;
     let one = |records: u64, keep: bool| -> Result<serde_json::Value> {
         let mut command = std::process::Command::new(&exe);
@@ -741,6 +753,49 @@ fn main() -> Result<()> {
     } else {
         print_tables(&rows, kernel);
         print_churn(&churn);
+    }
+    print_event_costs(&EVENT_WINDOWS, args.events, args.json)
+}
+
+/// Windows of the event-cost measurement by default: objects freed soon (a thread's scratch
+/// buffers) and after a batch of 100,000 (a pipeline's).
+const EVENT_WINDOWS: [u64; 2] = [1_000, 100_000];
+
+/// Measures and prints the daemon's cost per drained event (`events.rs`) for each window.
+fn print_event_costs(windows: &[u64], events: u64, json: bool) -> Result<()> {
+    let mut costs = Vec::new();
+    for &window in windows {
+        costs.push(events::drain_cost(window, events)?);
+    }
+    if json {
+        for c in &costs {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "event_window": c.window,
+                    "events": c.events,
+                    "ns_per_event": c.ns_per_event,
+                    "commit_ns_per_event": c.commit_ns_per_event,
+                    "ephemeral_objects": c.ephemeral,
+                })
+            );
+        }
+        return Ok(());
+    }
+    println!();
+    println!(
+        "Draining a program's events, CPU ns per event (objects freed after `window` younger \
+         ones; drained every 8,192 events, committed every 2^20, the caches cleared between \
+         drains):"
+    );
+    println!();
+    println!("| window | events | drain, ns per event | commits, ns per event | freed before committed |");
+    println!("|---|---|---|---|---|");
+    for c in &costs {
+        println!(
+            "| {} | {} | {:.1} | {:.1} | {} |",
+            c.window, c.events, c.ns_per_event, c.commit_ns_per_event, c.ephemeral
+        );
     }
     Ok(())
 }
