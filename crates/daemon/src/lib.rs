@@ -15,6 +15,7 @@
 //! and this file (sockets and the loop).
 
 pub mod config;
+pub mod pending;
 pub mod process;
 pub mod records;
 pub mod sitestore;

@@ -16,10 +16,11 @@
 //! `module+offset` for people and for matching across runs: placements remembered from an
 //! earlier run of the same program (`crate::sitestore`, warm start) are applied by call path.
 
+use crate::pending::PendingObjects;
 pub use crate::records::Records;
 use crate::sitestore::{Learnt, Program, Seen, StoredSite};
 use objtier_policy::split_ranges;
-use objtier_wire::{advice, event_flags, Control, EventKind, RingHeader, PAGE_SIZE};
+use objtier_wire::{advice, event_flags, Control, Event, EventKind, RingHeader, PAGE_SIZE};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -27,6 +28,8 @@ use std::sync::atomic::Ordering;
 
 /// Largest object the daemon believes (the whole 47-bit user address space).
 const MAX_OBJECT_BYTES: u64 = 1 << 47;
+/// Events [`Process::drain`] takes from the ring at a time (2.5 KiB of them on its stack).
+const DRAIN_BATCH: usize = 64;
 /// Most sites (and advised ranges) kept per process: a bound on what a process can make the
 /// daemon store.
 const MAX_SITES: usize = 1 << 16;
@@ -410,11 +413,9 @@ pub struct Process {
     pub records_generation: u64,
     /// The access source's ranges for this process, and the generation they were derived from.
     pub source_ranges: (u64, Vec<(u64, u64)>),
-    /// Allocations of this interval not yet promoted to records. One insert and one remove for
-    /// every tracked object a program allocates and frees, so it hashes with foldhash, seeded
-    /// per map (the addresses come from the program): the standard SipHash was a fifth of the
-    /// daemon's time under an allocation-heavy program (bench/alloc `xthreads`).
-    pub pending: HashMap<u64, Object, foldhash::fast::RandomState>,
+    /// Allocations of this interval not yet promoted to records: one insert and one remove for
+    /// every tracked object a program allocates and frees (`pending.rs`).
+    pub pending: PendingObjects,
     pub stats: ProcessStats,
     /// Resident bytes per tier at the last placement query.
     pub resident_bytes_by_tier: Vec<u64>,
@@ -542,7 +543,7 @@ impl Process {
             records: Records::new(),
             records_generation: 0,
             source_ranges: (u64::MAX, Vec::new()),
-            pending: HashMap::default(),
+            pending: PendingObjects::new(),
             stats: ProcessStats::default(),
             resident_bytes_by_tier: vec![],
             split_bytes,
@@ -570,87 +571,122 @@ impl Process {
     }
 
     /// Consumes everything in the ring. Returns the number of events read.
+    ///
+    /// Events are taken a batch at a time, and the `pending` slots of the whole batch are asked
+    /// of the memory before any event is applied: an allocation-heavy program frees its objects
+    /// long after allocating them, when their entries have left the caches, and waiting for one
+    /// miss after another was most of the daemon's time per event (`pending.rs`).
     pub fn drain(&mut self) -> usize {
         let mut n = 0;
+        let mut batch = [Event::default(); DRAIN_BATCH];
         // Bound the work per call so one flooding process cannot starve the others.
         while n < 1 << 20 {
-            let Some(event) = self.ring.header().pop() else {
+            let mut len = 0;
+            while len < DRAIN_BATCH {
+                match self.ring.header().pop() {
+                    Some(event) => {
+                        batch[len] = event;
+                        len += 1;
+                    }
+                    None => break,
+                }
+            }
+            if len == 0 {
                 break;
-            };
-            n += 1;
-            self.stats.events += 1;
-            let kind = EventKind::from_raw(event.kind);
-            let valid_range = event.addr % PAGE_SIZE as u64 == 0
-                && event.addr.checked_add(event.len).is_some()
-                && event.len <= MAX_OBJECT_BYTES;
-            match kind {
-                Some(EventKind::Alloc)
-                    if valid_range && event.len > 0 && event.len % PAGE_SIZE as u64 == 0 =>
-                {
-                    let object = Object {
-                        len: event.len,
-                        site: event.site,
-                        created_ns: event.time_ns,
-                    };
-                    if event.flags & event_flags::SNAPSHOT != 0 {
-                        self.snapshot_object(event.addr, object);
-                    } else {
-                        self.allocated(event.addr, object);
-                    }
-                }
-                Some(EventKind::Free) if valid_range => {
-                    if self.pending.remove(&event.addr).is_some() {
-                        self.stats.ephemeral_objects += 1;
-                    } else if !self.remove_object(event.addr) {
-                        self.stats.frees_of_unknown += 1;
-                    }
-                }
-                // `site` is the start of the object moved from.
-                Some(EventKind::Moved)
-                    if valid_range
-                        && event.len > 0
-                        && event.len % PAGE_SIZE as u64 == 0
-                        && event.site % PAGE_SIZE as u64 == 0 =>
-                {
-                    self.moved(event.site, event.addr, event.len, event.time_ns);
-                }
-                // Small-object memory (the allocator's arenas): tracked and tiered like an
-                // object of no site, from the start (arenas live as long as the process).
-                Some(EventKind::BlockMap)
-                    if valid_range && event.len > 0 && event.len % PAGE_SIZE as u64 == 0 =>
-                {
-                    self.remove_object(event.addr);
-                    self.blocks.insert(event.addr, event.len);
-                    self.insert_object(
-                        event.addr,
-                        Object {
-                            len: event.len,
-                            site: 0,
-                            created_ns: event.time_ns,
-                        },
-                    );
-                }
-                Some(EventKind::BlockUnmap) if valid_range => {
-                    if self.blocks.remove(&event.addr).is_some() {
-                        self.remove_object(event.addr);
-                    }
-                }
-                Some(EventKind::SiteFrame) => self.site_frame(event.site, event.addr, event.len),
-                Some(EventKind::Priority) if PRIORITY_RANGE.contains(&(event.addr as i64)) => {
-                    self.priority = event.addr as i64 as i32;
-                }
-                Some(EventKind::Advise)
-                    if valid_range && event.len > 0 && event.flags & !advice::ALL == 0 =>
-                {
-                    self.advise(event.addr, event.len, event.flags);
-                }
-                Some(EventKind::ResyncBegin) => self.resync_begin(event.addr, event.len),
-                Some(EventKind::ResyncEnd) => self.resync_end(event.addr, event.len),
-                _ => self.stats.invalid_events += 1,
+            }
+            n += len;
+            for event in &batch[..len] {
+                // A move looks up the object it moved from.
+                let start = if event.kind == EventKind::Moved as u32 {
+                    event.site
+                } else {
+                    event.addr
+                };
+                self.pending.prefetch(start);
+            }
+            for event in &batch[..len] {
+                self.apply(event);
+            }
+            if len < DRAIN_BATCH {
+                break;
             }
         }
         self.request_resync_if_dropped();
         n
+    }
+
+    /// Applies one event from the ring.
+    fn apply(&mut self, event: &Event) {
+        self.stats.events += 1;
+        let kind = EventKind::from_raw(event.kind);
+        let valid_range = event.addr.is_multiple_of(PAGE_SIZE as u64)
+            && event.addr.checked_add(event.len).is_some()
+            && event.len <= MAX_OBJECT_BYTES;
+        match kind {
+            Some(EventKind::Alloc)
+                if valid_range && event.len > 0 && event.len.is_multiple_of(PAGE_SIZE as u64) =>
+            {
+                let object = Object {
+                    len: event.len,
+                    site: event.site,
+                    created_ns: event.time_ns,
+                };
+                if event.flags & event_flags::SNAPSHOT != 0 {
+                    self.snapshot_object(event.addr, object);
+                } else {
+                    self.allocated(event.addr, object);
+                }
+            }
+            Some(EventKind::Free) if valid_range => {
+                if self.pending.remove(&event.addr).is_some() {
+                    self.stats.ephemeral_objects += 1;
+                } else if !self.remove_object(event.addr) {
+                    self.stats.frees_of_unknown += 1;
+                }
+            }
+            // `site` is the start of the object moved from.
+            Some(EventKind::Moved)
+                if valid_range
+                    && event.len > 0
+                    && event.len.is_multiple_of(PAGE_SIZE as u64)
+                    && event.site.is_multiple_of(PAGE_SIZE as u64) =>
+            {
+                self.moved(event.site, event.addr, event.len, event.time_ns);
+            }
+            // Small-object memory (the allocator's arenas): tracked and tiered like an
+            // object of no site, from the start (arenas live as long as the process).
+            Some(EventKind::BlockMap)
+                if valid_range && event.len > 0 && event.len.is_multiple_of(PAGE_SIZE as u64) =>
+            {
+                self.remove_object(event.addr);
+                self.blocks.insert(event.addr, event.len);
+                self.insert_object(
+                    event.addr,
+                    Object {
+                        len: event.len,
+                        site: 0,
+                        created_ns: event.time_ns,
+                    },
+                );
+            }
+            Some(EventKind::BlockUnmap) if valid_range => {
+                if self.blocks.remove(&event.addr).is_some() {
+                    self.remove_object(event.addr);
+                }
+            }
+            Some(EventKind::SiteFrame) => self.site_frame(event.site, event.addr, event.len),
+            Some(EventKind::Priority) if PRIORITY_RANGE.contains(&(event.addr as i64)) => {
+                self.priority = event.addr as i64 as i32;
+            }
+            Some(EventKind::Advise)
+                if valid_range && event.len > 0 && event.flags & !advice::ALL == 0 =>
+            {
+                self.advise(event.addr, event.len, event.flags);
+            }
+            Some(EventKind::ResyncBegin) => self.resync_begin(event.addr, event.len),
+            Some(EventKind::ResyncEnd) => self.resync_end(event.addr, event.len),
+            _ => self.stats.invalid_events += 1,
+        }
     }
 
     /// An object re-announced at attach or in a resync. A known object (same start and length)
@@ -1179,7 +1215,7 @@ impl Process {
     /// records removed since are dropped, once they are enough to be worth a pass
     /// ([`Records::tidy`]).
     pub fn commit_pending(&mut self) {
-        let mut pending: Vec<(u64, Object)> = self.pending.drain().collect();
+        let mut pending = self.pending.drain();
         // In address order: those past the last record are appended, not staged.
         pending.sort_unstable_by_key(|&(start, _)| start);
         for (start, object) in pending {
