@@ -619,7 +619,10 @@ impl Process {
     fn apply(&mut self, event: &Event) {
         self.stats.events += 1;
         let kind = EventKind::from_raw(event.kind);
-        let valid_range = event.addr.is_multiple_of(PAGE_SIZE as u64)
+        // No object starts at address 0 (mmap never places one there), and `pending` takes 0
+        // for an empty slot.
+        let valid_range = event.addr != 0
+            && event.addr.is_multiple_of(PAGE_SIZE as u64)
             && event.addr.checked_add(event.len).is_some()
             && event.len <= MAX_OBJECT_BYTES;
         match kind {
@@ -1415,13 +1418,24 @@ pub(crate) mod tests {
         push(&p, EventKind::Alloc, 0x1001, 4096, 0); // unaligned
         push(&p, EventKind::Alloc, u64::MAX - 4095, 8192, 0); // wraps
         push(&p, EventKind::Alloc, 0x1000, 0, 0); // empty
+        push(&p, EventKind::Alloc, 0, 4096, 0); // at address 0
+        push_event(
+            &p,
+            Event {
+                kind: EventKind::Moved as u32,
+                addr: 0,
+                len: 4096,
+                site: 0x10000,
+                ..Event::default()
+            },
+        ); // to address 0
         assert!(p.ring.header().push(&Event {
             kind: 77,
             ..Event::default()
         }));
         p.drain();
         p.commit_pending();
-        assert_eq!(p.stats.invalid_events, 4);
+        assert_eq!(p.stats.invalid_events, 6);
         assert!(p.records.is_empty());
     }
 
