@@ -548,7 +548,6 @@ impl RingHeader {
         Some(event)
     }
 
-    /// Events published but not yet consumed (approximate while producers run).
     /// Whether the producer that pushed at `pos` should ring the doorbell (write one byte to
     /// the socket): once every eighth of the ring, so that a daemon asleep while the ring was
     /// quiet wakes up and drains it long before it fills, at the cost of one `send` per
@@ -558,6 +557,7 @@ impl RingHeader {
         pos & ((self.capacity as u64 / 8).max(1) - 1) == 0
     }
 
+    /// Events published but not yet consumed (approximate while producers run).
     pub fn backlog(&self) -> u64 {
         self.enqueue_pos
             .value
