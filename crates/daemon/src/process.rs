@@ -1412,6 +1412,89 @@ pub(crate) mod tests {
         assert!(huge.is_finite() && (huge as f64 / (1000.0 * pages) - 1.0).abs() < 1e-7);
     }
 
+    /// The daemon's objects (this interval's, pending, and the committed ones) are exactly the
+    /// library's live objects after any stream of allocations, frees and moves, whatever the
+    /// commits in between: a model of the library's heap against `drain`.
+    #[test]
+    fn the_objects_follow_the_librarys_heap_through_any_stream_of_events() {
+        use std::collections::BTreeMap as Model;
+        const PAGES: u64 = 256;
+        let page = PAGE_SIZE as u64;
+        let base = 0x7f00_0000_0000u64;
+        let (mut p, _peer) = process();
+        let mut live: Model<u64, u64> = Model::new();
+        let mut x = 0x9e37_79b9u64;
+        let mut random = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        // A free run of `pages` pages starting at a random page, if there is one there.
+        let free_at = |live: &Model<u64, u64>, first: u64, pages: u64| -> Option<u64> {
+            let start = base + first * page;
+            let end = start + pages * page;
+            let clear = first + pages <= PAGES
+                && live
+                    .range(..end)
+                    .next_back()
+                    .is_none_or(|(&s, &len)| s + len <= start);
+            clear.then_some(start)
+        };
+        for step in 0..20_000u64 {
+            let pages = 1 + random(4);
+            match random(8) {
+                0..=3 => {
+                    if let Some(start) = free_at(&live, random(PAGES), pages) {
+                        push(&p, EventKind::Alloc, start, pages * page, 0);
+                        live.insert(start, pages * page);
+                    }
+                }
+                4 | 5 => {
+                    if let Some((&start, _)) =
+                        live.iter().nth(random(live.len() as u64 + 1) as usize)
+                    {
+                        push(&p, EventKind::Free, start, 0, 0);
+                        live.remove(&start);
+                    }
+                }
+                _ => {
+                    let Some((&from, &len)) =
+                        live.iter().nth(random(live.len() as u64 + 1) as usize)
+                    else {
+                        continue;
+                    };
+                    // The new extent is taken while the old one is still held, as `realloc`
+                    // does; with none free, the object stays where it is.
+                    let to = free_at(&live, random(PAGES), pages).unwrap_or(from);
+                    let len = if to == from { len } else { pages * page };
+                    live.remove(&from);
+                    push_event(&p, moved(from, to, len));
+                    live.insert(to, len);
+                }
+            }
+            if step % 16 == 0 {
+                p.drain();
+            }
+            if step % 997 == 0 {
+                p.commit_pending();
+            }
+            if step % 16 == 0 {
+                let mut known: Model<u64, u64> =
+                    p.objects.iter().map(|(&s, o)| (s, o.len)).collect();
+                for start in p.pending.keys() {
+                    let object = p.pending.get(start).unwrap();
+                    assert!(
+                        known.insert(*start, object.len).is_none(),
+                        "pending and committed"
+                    );
+                }
+                assert_eq!(known, live, "after step {step}");
+            }
+        }
+        assert_eq!(p.stats.invalid_events, 0);
+    }
+
     #[test]
     fn malformed_events_are_counted_not_trusted() {
         let (mut p, _peer) = process();
