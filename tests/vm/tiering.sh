@@ -490,6 +490,11 @@ cache-room)
 	# page cache on) until less than the 10 % reserve of the 90 % fill is free.
 	node0() { awk -v f="$1:" '$3 == f { print $4 }' /sys/devices/system/node/node0/meminfo; }
 	fill_cache() {
+		# Without numactl nothing fills the node, and the loop below reads all of /usr.
+		if ! command -v numactl >/dev/null; then
+			echo "   numactl is missing: scripts/install-deps installs it"
+			return
+		fi
 		sync
 		echo 3 >/proc/sys/vm/drop_caches
 		find /usr/lib /usr/share -xdev -type f -size +256k 2>/dev/null | while read -r f; do
@@ -508,6 +513,9 @@ cache-room)
 	fill_cache
 	if [ "$(node0 MemFree)" -ge $((48 << 10)) ] || [ "$(node0 'Inactive(file)')" -lt $((256 << 10)) ]; then
 		fail fast-node-filled-with-cold-file-cache
+		# What follows compares runs on a full node; on this one it would say nothing.
+		echo "$PASSED passed, $FAILED failed"
+		exit 1
 	else
 		pass fast-node-filled-with-cold-file-cache
 	fi
