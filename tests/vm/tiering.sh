@@ -160,15 +160,16 @@ capped)
 	# step (12 steps in 25 s: 6 or more migrations). Placing takes one or two steps (records are
 	# made halfway through an interval too, so the first plan may see only the objects allocated
 	# by then and the next one the rest), and settling the parts' edges one or two more.
-	steps=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon-parts.log" | grep -c " migrated")
-	splits=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon-parts.log" | grep -o "huge_page_splits=[0-9]*" | awk -F= '{ n += $2 } END { print n + 0 }')
+	migrations=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon-parts.log" | grep " migrated" || true)
+	steps=$(grep -c . <<<"$migrations" || true)
+	splits=$({ grep -o "huge_page_splits=[0-9]*" <<<"$migrations" || true; } | awk -F= '{ n += $2 } END { print n + 0 }')
 	echo "   $steps steps moved pages, splitting $splits huge pages"
 	if [ "$steps" -le 4 ]; then
 		pass objtier-parts-settle-with-huge-pages
 	else
 		fail objtier-parts-settle-with-huge-pages
-		echo "$steps steps moved pages; THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
-		sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon-parts.log" | grep " migrated"
+		echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
+		echo "$migrations"
 	fi
 	;;
 three-tier)
