@@ -16,12 +16,18 @@ TARGETS = [
     ("objtier time vs mimalloc", "objtier", "mimalloc", "seconds", 1.05, None),
     ("objtier+daemon time vs objtier", "objtier+daemon", "objtier", "seconds", None, 1.02),
     ("objtier peak RSS vs mimalloc", "objtier", "mimalloc", "rss", 1.05, None),
+    # Not a target of the issue: libobjtier against mimalloc giving the same objects pages of
+    # their own (paged-mimalloc.c), which shows how much of the ratio to mimalloc is the layout.
+    ("objtier time vs mimalloc-paged", "objtier", "mimalloc-paged", "seconds", None, None),
+    ("objtier peak RSS vs mimalloc-paged", "objtier", "mimalloc-paged", "rss", None, None),
 ]
 TARGET_TEXT = {
     "objtier time vs glibc": "<= 1.00 on every workload",
     "objtier time vs mimalloc": "<= 1.05 on every workload",
     "objtier+daemon time vs objtier": "<= 1.02 on average",
     "objtier peak RSS vs mimalloc": "<= 1.05 on every workload",
+    "objtier time vs mimalloc-paged": "none (the layout's price apart)",
+    "objtier peak RSS vs mimalloc-paged": "none (the layout's price apart)",
 }
 
 
@@ -70,18 +76,18 @@ def main():
     def fmt(value, digits=2):
         return "-" if value is None else f"{value:.{digits}f}"
 
-    columns = ["configuration", "median s", "x glibc", "x mimalloc", "spread", "peak RSS MiB",
-               "RSS x mimalloc"]
+    columns = ["configuration", "median s", "x glibc", "x mimalloc", "x mimalloc-paged", "spread",
+               "peak RSS MiB", "RSS x mimalloc"]
     tables = []
     for workload in workloads:
         rows = []
         for config in configs:
             key = (workload, config)
             if key in failed:
-                rows.append([config, "FAILED", failed[key], "", "", "", ""])
+                rows.append([config, "FAILED", failed[key], "", "", "", "", ""])
                 continue
             if key not in median:
-                rows.append([config, "no runs", "", "", "", "", ""])
+                rows.append([config, "no runs", "", "", "", "", "", ""])
                 continue
             m = median[key]
             rows.append([
@@ -89,6 +95,7 @@ def main():
                 f"{m['seconds']:.3f}",
                 fmt(ratio(workload, config, "glibc", "seconds")),
                 fmt(ratio(workload, config, "mimalloc", "seconds")),
+                fmt(ratio(workload, config, "mimalloc-paged", "seconds")),
                 f"{100 * m['spread']:.0f} %",
                 f"{m['rss']:.1f}",
                 fmt(ratio(workload, config, "mimalloc", "rss")),
@@ -104,7 +111,9 @@ def main():
             continue
         geomean = math.exp(sum(math.log(r) for _, r in ratios) / len(ratios))
         worst_workload, worst = max(ratios, key=lambda item: item[1])
-        if every_limit is not None:
+        if every_limit is None and mean_limit is None:
+            verdict = "for reading"
+        elif every_limit is not None:
             over = [w for w, r in ratios if r > every_limit + 1e-9]
             verdict = "met" if not over else f"not met on {len(over)} of {len(ratios)}"
         else:
