@@ -330,6 +330,25 @@ struct PartPages {
     above: usize,
 }
 
+/// The pages of a record part, for a record starting at `start`: shortened to end on a boundary
+/// of the system's transparent huge pages (`huge` bytes) where that leaves it any. A part's
+/// tier gets the record's first pages (`moves_of`), and `move_pages` moves a huge page whole,
+/// so a part that ends inside one splits it (`huge_page_splits`): the pages on either side then
+/// stay apart, and the program's accesses to them each need a TLB entry of their own. A part
+/// is shortened by less than a huge page, which its tier keeps as room.
+fn part_on_huge_boundary(start: u64, pages: usize, huge: Option<u64>) -> usize {
+    let Some(huge) = huge.filter(|&huge| huge > PAGE_SIZE as u64) else {
+        return pages;
+    };
+    let end = start + pages as u64 * PAGE_SIZE as u64;
+    let boundary = end / huge * huge;
+    if boundary > start {
+        ((boundary - start) / PAGE_SIZE as u64) as usize
+    } else {
+        pages
+    }
+}
+
 /// `RecordPages::first_page` of a record not located this interval.
 const NOT_LOCATED: usize = usize::MAX;
 
@@ -383,6 +402,12 @@ impl Daemon {
                 continue;
             }
             let pid = process.pid;
+            tracing::debug!(
+                pid,
+                count = pages.len(),
+                "splitting huge pages at {:x?}",
+                &pages[..pages.len().min(8)]
+            );
             match self.mover.split_huge(pid, &pages) {
                 Ok(_) => report.huge_page_splits += pages.len() as u64,
                 Err(MoveError::ProcessGone { .. }) => {}
@@ -1102,6 +1127,11 @@ impl Daemon {
                 *may = true;
             }
         }
+        let huge = if assignment.parts.is_empty() {
+            None
+        } else {
+            self.mover.huge_page_size()
+        };
         for &ci in &order {
             if !may_move[ci] {
                 continue;
@@ -1113,7 +1143,8 @@ impl Daemon {
                     .processes
                     .get(&process_ids[span.process])
                     .is_some_and(|p| p.fast_capacity_bytes.is_some());
-                let pages = (p.bytes / PAGE_SIZE as u64) as usize;
+                let pages =
+                    part_on_huge_boundary(span.start, (p.bytes / PAGE_SIZE as u64) as usize, huge);
                 // The budget's slack, but at most a quarter of the part: a part that a cap
                 // (not the budget) limits can be far smaller than the slack of a large tier.
                 let slack = (budgets[p.tier].budget_bytes as f64 * objtier_policy::KEEP_SLACK)
@@ -1913,6 +1944,54 @@ mod tests {
         assert_eq!(beyond, (first_36[..page(27) as usize].to_vec(), 0, page(9)));
         let (first, _, _) = run(false);
         assert_eq!(first, (vec![], 0, 0), "whole records: 48 MiB never fits");
+    }
+
+    #[test]
+    fn a_part_is_shortened_to_the_last_huge_page_boundary_inside_it() {
+        use crate::tiering::part_on_huge_boundary;
+        let (huge, page) = (Some(2 * MIB), 4096u64);
+        let aligned = 0x7000_0000_0000u64;
+        // From 3 pages into a huge page, 1,000 pages end 491 pages into the next but one.
+        assert_eq!(part_on_huge_boundary(aligned + 3 * page, 1000, huge), 509);
+        assert_eq!(part_on_huge_boundary(aligned, 1024, huge), 1024);
+        // No boundary inside: as it was.
+        assert_eq!(part_on_huge_boundary(aligned, 100, huge), 100);
+        assert_eq!(part_on_huge_boundary(aligned + page, 511, huge), 511);
+        assert_eq!(part_on_huge_boundary(aligned + 3 * page, 1000, None), 1000);
+    }
+
+    /// With transparent huge pages, a part ends on a huge page boundary: a fast tier of 41 MiB
+    /// has room for 36.9 MiB of a hot 48 MiB record, and the part promoted is its first 36 MiB,
+    /// so no huge page is split; without them, the 36.9 MiB, to the page.
+    #[test]
+    fn a_part_ends_on_a_huge_page_boundary() {
+        let run = |huge: Option<u64>| {
+            let sys = tempfile::tempdir().unwrap();
+            let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+            fake.lock().unwrap().huge_page_size = huge;
+            let (mut p, _peer) = process();
+            let pid = p.pid;
+            let hot = 0x7000_0000_0000u64;
+            object_on(&p, &fake, hot, 48 * MIB, 1);
+            p.drain();
+            let id = p.id;
+            let mut daemon = daemon_with(two_tiers(41 * MIB, 41 * MIB), p, &fake, &sys);
+            daemon.config.record_parts = true;
+            daemon.policy = crate::builtin_policy(&daemon.config);
+            let p = daemon.processes.get_mut(&id).unwrap();
+            p.records.get_mut(hot).unwrap().interval_accesses = 100.0;
+            daemon.interval();
+            let fast = (hot..hot + 48 * MIB)
+                .step_by(4096)
+                .filter(|&a| fake.lock().unwrap().placement.get(&(pid, a)) == Some(&0))
+                .count() as u64;
+            let report = daemon.last_interval.clone().unwrap();
+            (fast, report.promoted_pages, report.huge_page_splits)
+        };
+        let page = |bytes: u64| bytes / 4096;
+        assert_eq!(run(Some(2 * MIB)), (page(36 * MIB), page(36 * MIB), 0));
+        let part = page((41 * MIB) * 9 / 10);
+        assert_eq!(run(None), (part, part, 0));
     }
 
     /// A fast tier with no free memory but 20 MiB of cold file cache: by default the cache is
