@@ -1127,11 +1127,10 @@ impl Daemon {
                 *may = true;
             }
         }
-        let huge = if assignment.parts.is_empty() {
-            None
-        } else {
-            self.mover.huge_page_size()
-        };
+        // The huge page size, read (from sysfs) once a plan and only when something needs it:
+        // the parts here, the splits before the moves below.
+        let huge_size = (!assignment.parts.is_empty()).then(|| self.mover.huge_page_size());
+        let huge = huge_size.flatten();
         for &ci in &order {
             if !may_move[ci] {
                 continue;
@@ -1193,7 +1192,8 @@ impl Daemon {
         }
         let mut dead = vec![false; process_ids.len()];
         if !(demotions.is_empty() && promotions.is_empty()) {
-            if let Some(huge) = self.mover.huge_page_size() {
+            let huge = huge_size.unwrap_or_else(|| self.mover.huge_page_size());
+            if let Some(huge) = huge {
                 self.split_huge_pages(&process_ids, &demotions, &promotions, huge, &mut report);
             }
         }
