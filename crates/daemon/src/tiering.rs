@@ -1893,41 +1893,75 @@ mod tests {
         assert_eq!((report.promoted_pages, report.demoted_pages), (0, 0));
     }
 
+    /// Where `LargeHotRecord` puts its object.
+    const LARGE_HOT: u64 = 0x7000_0000_0000;
+
+    /// A daemon over two tiers of `fast_bytes` free fast memory each way, whose one process
+    /// holds a 48 MiB object at `LARGE_HOT` in the slow tier, with record parts as
+    /// `record_parts` and the page mover's huge pages of `huge` bytes.
+    struct LargeHotRecord {
+        daemon: Daemon,
+        fake: Arc<Mutex<RecordingPageMover>>,
+        pid: u32,
+        id: u64,
+        // Kept for the daemon's life: the library's end of the socket, and the sysfs stand-in.
+        _peer: std::os::unix::net::UnixStream,
+        _sys: tempfile::TempDir,
+    }
+
+    impl LargeHotRecord {
+        fn new(fast_bytes: u64, record_parts: bool, huge: Option<u64>) -> Self {
+            let sys = tempfile::tempdir().unwrap();
+            let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+            fake.lock().unwrap().huge_page_size = huge;
+            let (mut p, peer) = process();
+            let (pid, id) = (p.pid, p.id);
+            object_on(&p, &fake, LARGE_HOT, 48 * MIB, 1);
+            p.drain();
+            let mut daemon = daemon_with(two_tiers(fast_bytes, fast_bytes), p, &fake, &sys);
+            daemon.config.record_parts = record_parts;
+            daemon.policy = crate::builtin_policy(&daemon.config);
+            Self {
+                daemon,
+                fake,
+                pid,
+                id,
+                _peer: peer,
+                _sys: sys,
+            }
+        }
+
+        /// Marks the object hot, runs an interval, and returns its pages in the fast tier.
+        fn interval(&mut self) -> Vec<u64> {
+            let p = self.daemon.processes.get_mut(&self.id).unwrap();
+            p.records.get_mut(LARGE_HOT).unwrap().interval_accesses = 100.0;
+            self.daemon.interval();
+            (LARGE_HOT..LARGE_HOT + 48 * MIB)
+                .step_by(4096)
+                .filter(|&a| self.fake.lock().unwrap().placement.get(&(self.pid, a)) == Some(&0))
+                .collect()
+        }
+    }
+
     /// A hot record larger than the fast tier's budget: the part that fits is promoted (its
     /// first pages); a budget that shrinks within the slack moves nothing; one that shrinks
     /// more demotes the end of the part. With whole records nothing of it moves.
     #[test]
     fn a_hot_record_larger_than_the_budget_gets_the_part_that_fits() {
         let run = |record_parts: bool| {
-            let sys = tempfile::tempdir().unwrap();
-            let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
-            let (mut p, _peer) = process();
-            let pid = p.pid;
-            let hot = 0x7000_0000_0000u64;
-            object_on(&p, &fake, hot, 48 * MIB, 1);
-            p.drain();
-            let id = p.id;
-            let mut daemon = daemon_with(two_tiers(40 * MIB, 40 * MIB), p, &fake, &sys);
-            daemon.config.record_parts = record_parts;
-            daemon.policy = crate::builtin_policy(&daemon.config);
-            let interval = |daemon: &mut Daemon, fast_cap: Option<u64>| {
-                daemon.config.fast_capacity_bytes = fast_cap;
-                let p = daemon.processes.get_mut(&id).unwrap();
-                p.records.get_mut(hot).unwrap().interval_accesses = 100.0;
-                daemon.interval();
-                let fast: Vec<u64> = (hot..hot + 48 * MIB)
-                    .step_by(4096)
-                    .filter(|&a| fake.lock().unwrap().placement.get(&(pid, a)) == Some(&0))
-                    .collect();
-                let report = daemon.last_interval.clone().unwrap();
+            let mut setup = LargeHotRecord::new(40 * MIB, record_parts, None);
+            let mut interval = |fast_cap: Option<u64>| {
+                setup.daemon.config.fast_capacity_bytes = fast_cap;
+                let fast = setup.interval();
+                let report = setup.daemon.last_interval.clone().unwrap();
                 let parts = (report.record_parts, report.record_part_bytes);
                 assert_eq!(parts.0, usize::from(record_parts), "{parts:?}");
                 (fast, report.promoted_pages, report.demoted_pages)
             };
             (
-                interval(&mut daemon, None),
-                interval(&mut daemon, Some(39 * MIB + 512 * 1024)),
-                interval(&mut daemon, Some(30 * MIB)),
+                interval(None),
+                interval(Some(39 * MIB + 512 * 1024)),
+                interval(Some(30 * MIB)),
             )
         };
         let page = |mib: u64| mib * MIB / 4096;
@@ -1966,26 +2000,9 @@ mod tests {
     #[test]
     fn a_part_ends_on_a_huge_page_boundary() {
         let run = |huge: Option<u64>| {
-            let sys = tempfile::tempdir().unwrap();
-            let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
-            fake.lock().unwrap().huge_page_size = huge;
-            let (mut p, _peer) = process();
-            let pid = p.pid;
-            let hot = 0x7000_0000_0000u64;
-            object_on(&p, &fake, hot, 48 * MIB, 1);
-            p.drain();
-            let id = p.id;
-            let mut daemon = daemon_with(two_tiers(41 * MIB, 41 * MIB), p, &fake, &sys);
-            daemon.config.record_parts = true;
-            daemon.policy = crate::builtin_policy(&daemon.config);
-            let p = daemon.processes.get_mut(&id).unwrap();
-            p.records.get_mut(hot).unwrap().interval_accesses = 100.0;
-            daemon.interval();
-            let fast = (hot..hot + 48 * MIB)
-                .step_by(4096)
-                .filter(|&a| fake.lock().unwrap().placement.get(&(pid, a)) == Some(&0))
-                .count() as u64;
-            let report = daemon.last_interval.clone().unwrap();
+            let mut setup = LargeHotRecord::new(41 * MIB, true, huge);
+            let fast = setup.interval().len() as u64;
+            let report = setup.daemon.last_interval.clone().unwrap();
             (fast, report.promoted_pages, report.huge_page_splits)
         };
         let page = |bytes: u64| bytes / 4096;
