@@ -239,6 +239,18 @@ pub fn is_gone(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
 }
 
+/// The kind to give `e` when it is wrapped with more context (which loses its OS error number):
+/// ESRCH, which the kernel returns for the files of a process that is exiting or a zombie (its
+/// `/proc/PID` still exists, its memory does not), becomes NotFound, so [`is_gone`] still
+/// recognises it.
+fn kind_of(e: &io::Error) -> io::ErrorKind {
+    if e.raw_os_error() == Some(libc::ESRCH) {
+        io::ErrorKind::NotFound
+    } else {
+        e.kind()
+    }
+}
+
 struct PidFiles {
     smaps: File,
     pagemap: File,
@@ -321,7 +333,7 @@ impl RefsKernel for ProcRefs {
                 .read(!write)
                 .write(write)
                 .open(dir.join(name))
-                .map_err(|e| io::Error::new(e.kind(), format!("{}/{name}: {e}", dir.display())))
+                .map_err(|e| io::Error::new(kind_of(&e), format!("{}/{name}: {e}", dir.display())))
         };
         let files = PidFiles {
             smaps: open("smaps", false)?,
@@ -562,6 +574,40 @@ mod tests {
     fn fixture(name: &str) -> String {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/proc");
         std::fs::read_to_string(root.join(name)).unwrap()
+    }
+
+    /// A process that exited but was not reaped yet (a zombie, as every process is for a moment
+    /// when the daemon follows it at an interval's end) has a `/proc/PID` but no memory: the
+    /// error of following it must say "gone", so the daemon forgets it without a warning.
+    #[test]
+    fn following_a_zombie_is_gone_not_an_error() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let stat = format!("/proc/{pid}/stat");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // The state is the field after the command's closing parenthesis.
+        let zombie = || {
+            std::fs::read_to_string(&stat).is_ok_and(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+        };
+        while !zombie() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "pid {pid} never became a zombie"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let mut refs = ProcRefs::new(Path::new("/proc"), Path::new("/sys"));
+        let result = refs.attach(pid);
+        child.wait().unwrap();
+        let e = result.expect_err("a zombie has no memory to follow");
+        assert!(
+            is_gone(&e),
+            "{e} (kind {:?}) is not recognised as gone",
+            e.kind()
+        );
     }
 
     #[test]
