@@ -489,8 +489,12 @@ impl Daemon {
         }
         match u64::from_le_bytes(magic) {
             RING_MAGIC => {
-                if let Err(e) = self.attach(stream) {
-                    tracing::warn!("refused a process: {e:#}");
+                match self.attach(stream) {
+                    Ok(()) => {}
+                    // Nothing to tell the user: the process exited or exec'd (the new program
+                    // attaches on its own), as short commands under `objtier run` do.
+                    Err(e) if e.is::<HungUpDuringHandshake>() => tracing::debug!("{e}"),
+                    Err(e) => tracing::warn!("refused a process: {e:#}"),
                 }
             }
             CONTROL_MAGIC => {
@@ -543,7 +547,7 @@ impl Daemon {
         // its pid cannot have been reused; the pidfd keeps that true for as long as we hold it.
         let pidfd = match objtier_sys::socket::pidfd_open(cred.pid) {
             Ok(fd) if !peer_closed_now(&stream) => Some(fd),
-            Ok(_) => bail!("pid {} hung up during its handshake", cred.pid),
+            Ok(_) => return Err(HungUpDuringHandshake { pid: cred.pid }.into()),
             Err(e) => {
                 tracing::debug!(
                     pid = cred.pid,
@@ -749,6 +753,14 @@ impl Daemon {
 }
 
 /// True if the peer has closed the socket already (non-blocking check).
+/// A process closed its socket between its hello and the daemon's answer: it exited, or exec'd
+/// (the socket is close-on-exec).
+#[derive(Debug, thiserror::Error)]
+#[error("pid {pid} hung up during its handshake (it exited or exec'd)")]
+struct HungUpDuringHandshake {
+    pid: u32,
+}
+
 fn peer_closed_now(stream: &UnixStream) -> bool {
     let mut fds = [libc::pollfd {
         fd: stream.as_raw_fd(),
