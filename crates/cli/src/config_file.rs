@@ -32,6 +32,7 @@
 //! | `damon-sample` | duration | `--damon-sample` |
 //! | `damon-aggregate` | duration | `--damon-aggregate` |
 //! | `damon-snapshots` | number, 2 to 20 | `--damon-snapshots` |
+//! | `proc-budget` | percentage (`"1%"`, or a number of percent), or `"off"` | `--proc-budget` |
 //! | `damon-regions` | `"MIN-MAX"` (`"10-1000"`) | `--damon-regions` |
 
 use anyhow::Context;
@@ -119,6 +120,24 @@ pub struct DaemonFile {
     pub damon_aggregate: Option<String>,
     pub damon_snapshots: Option<u32>,
     pub damon_regions: Option<String>,
+    pub proc_budget: Option<NumberOrText>,
+}
+
+/// `proc-budget = 0.5` (percent) or `proc-budget = "0.5%"` / `"off"`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum NumberOrText {
+    Number(f64),
+    Text(String),
+}
+
+impl NumberOrText {
+    pub fn text(&self) -> String {
+        match self {
+            NumberOrText::Number(n) => n.to_string(),
+            NumberOrText::Text(t) => t.clone(),
+        }
+    }
 }
 
 impl DaemonFile {
@@ -135,7 +154,7 @@ impl DaemonFile {
                  startup-window, alpha, fill, \
                  split, prioritization, trigger, source, tiers, fast-capacity, fast-reserve, \
                  reclaim-cache, whole-records, proactive, warm-start, site-store, rate-limit, event, sample-period, ldlat, \
-                 damon-sample, damon-aggregate, damon-snapshots, damon-regions",
+                 damon-sample, damon-aggregate, damon-snapshots, damon-regions, proc-budget",
                 e.to_string().trim_end()
             )
         })

@@ -205,6 +205,12 @@ struct DaemonArgs {
     /// 20) [default: 4]: more see more of DAMON's samples, at more CPU.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=20))]
     damon_snapshots: Option<u32>,
+    /// How much of a program's time the proc source may cost it, e.g. 1% or 0.5%: clearing a
+    /// page's reference bits makes the program set them again on its next touch, and a process
+    /// for which that costs more is observed less often (at least every 16 intervals); "off"
+    /// clears every interval, whatever it costs [default: 1%].
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent_or_off)]
+    proc_budget: Option<PercentOrOff>,
     /// DAMON's bounds on the number of regions it keeps over all attached processes, MIN-MAX
     /// [default: 10-1000]: more regions resolve smaller hot objects, at more CPU per sample.
     #[arg(long, value_parser = parse_regions)]
@@ -268,6 +274,23 @@ fn parse_duration_or_off(text: &str) -> Result<DurationOrOff, String> {
     parse_duration(text)
         .map(|d| DurationOrOff(Some(d)))
         .map_err(|e| format!("{e}, or off"))
+}
+
+/// A share written as a percentage ("1%", "0.5%", or "1" alone), or "off" (None).
+#[derive(Clone, Copy, Debug)]
+struct PercentOrOff(Option<f64>);
+
+fn parse_percent_or_off(text: &str) -> Result<PercentOrOff, String> {
+    let text = text.trim();
+    if text == "off" {
+        return Ok(PercentOrOff(None));
+    }
+    match text.strip_suffix('%').unwrap_or(text).trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 100.0 => Ok(PercentOrOff(Some(v / 100.0))),
+        _ => Err(format!(
+            "{text:?}: give a percentage above 0 and at most 100 (e.g. 1% or 0.5%), or off"
+        )),
+    }
 }
 
 fn parse_unit_fraction(text: &str) -> Result<f64, String> {
@@ -454,6 +477,14 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
     let damon_aggregate = text("damon-aggregate", &file.damon_aggregate, parse_duration)?;
     if let Some(v) = args.damon_aggregate.or(damon_aggregate) {
         config.damon.aggr_us = v.as_micros() as u64;
+    }
+    let proc_budget = file
+        .proc_budget
+        .as_ref()
+        .map(|v| parse_percent_or_off(&v.text()).map_err(|e| anyhow::anyhow!("proc-budget: {e}")))
+        .transpose()?;
+    if let Some(v) = args.proc_budget.or(proc_budget) {
+        config.proc_budget = v.0;
     }
     if let Some(v) = args.damon_snapshots.or(file.damon_snapshots) {
         if !(2..=20).contains(&v) {
@@ -946,6 +977,49 @@ mod tests {
         std::fs::write(&file, "ldlat = 0\n").unwrap();
         let err = config_from(&["objtier", "daemon", "--config", path]).unwrap_err();
         assert!(format!("{err:#}").contains("1 to 65535"), "{err:#}");
+    }
+
+    #[test]
+    fn the_proc_budget_is_a_percentage_or_off() {
+        let c = config_from(&["objtier", "daemon"]).unwrap();
+        assert_eq!(c.proc_budget, Some(0.01), "1 % by default");
+        let c = config_from(&["objtier", "daemon", "--proc-budget", "0.5%"]).unwrap();
+        assert_eq!(c.proc_budget, Some(0.005));
+        let c = config_from(&["objtier", "daemon", "--proc-budget", "2"]).unwrap();
+        assert_eq!(c.proc_budget, Some(0.02));
+        let c = config_from(&["objtier", "daemon", "--proc-budget", "off"]).unwrap();
+        assert_eq!(c.proc_budget, None);
+        for bad in ["0", "101%", "lots", "1%%"] {
+            let err = config_from(&["objtier", "daemon", "--proc-budget", bad]).unwrap_err();
+            assert!(err.to_string().contains("or off"), "{bad}: {err}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("objtier.toml");
+        let path = file.to_str().unwrap();
+        std::fs::write(&file, "proc-budget = \"3%\"\n").unwrap();
+        let c = config_from(&["objtier", "daemon", "--config", path]).unwrap();
+        assert_eq!(c.proc_budget, Some(0.03));
+        std::fs::write(&file, "proc-budget = 0.5\n").unwrap();
+        let c = config_from(&["objtier", "daemon", "--config", path]).unwrap();
+        assert_eq!(c.proc_budget, Some(0.005));
+        std::fs::write(&file, "proc-budget = \"off\"\n").unwrap();
+        let c = config_from(&["objtier", "daemon", "--config", path]).unwrap();
+        assert_eq!(c.proc_budget, None);
+        std::fs::write(&file, "proc-budget = \"much\"\n").unwrap();
+        let err = config_from(&["objtier", "daemon", "--config", path]).unwrap_err();
+        assert!(format!("{err:#}").contains("proc-budget"), "{err:#}");
+        // The command line wins over the file.
+        std::fs::write(&file, "proc-budget = \"3%\"\n").unwrap();
+        let c = config_from(&[
+            "objtier",
+            "daemon",
+            "--config",
+            path,
+            "--proc-budget",
+            "off",
+        ])
+        .unwrap();
+        assert_eq!(c.proc_budget, None);
     }
 
     #[test]

@@ -43,6 +43,10 @@ impl std::str::FromStr for SourceChoice {
 /// and kdamond's) 8.8-9.3 % of a CPU against 6.8-7.5 % with one (docs/evaluation.md).
 pub const DEFAULT_DAMON_SNAPSHOTS: u32 = 4;
 
+/// The share of a program's time the `proc` source may cost it by clearing its reference bits
+/// (`--proc-budget`): 1 %, under the 2.8 % the paper measured for its whole daemon.
+pub const DEFAULT_PROC_BUDGET: f64 = 0.01;
+
 #[derive(Clone, Debug)]
 pub struct DaemonConfig {
     pub socket_path: PathBuf,
@@ -68,6 +72,10 @@ pub struct DaemonConfig {
     /// DAMON snapshots read per interval (`--damon-snapshots`, 4), evenly spaced: each holds
     /// one aggregation's counts, so more see more of DAMON's samples, at more CPU.
     pub damon_snapshots: u32,
+    /// The share of a program's time the `proc` source's clearing of its reference bits may
+    /// cost it (`--proc-budget`, 1 %); None: clear every interval, whatever it costs. See
+    /// `source::proc`.
+    pub proc_budget: Option<f64>,
     /// The perf event to sample (`--event`); None: the best hardware one found.
     pub perf_event: Option<String>,
     /// Sample period of the perf event (`--sample-period`); None: the event's default (4096;
@@ -135,6 +143,7 @@ impl DaemonConfig {
             source: SourceChoice::Auto,
             damon: DamonAttrs::default(),
             damon_snapshots: DEFAULT_DAMON_SNAPSHOTS,
+            proc_budget: Some(DEFAULT_PROC_BUDGET),
             perf_event: None,
             perf_period: None,
             perf_ldlat: objtier_sys::perf::event::DEFAULT_LDLAT,
