@@ -295,6 +295,8 @@ impl<K: RefsKernel> ProcSource<K> {
     /// the pages it will touch (a program's first interval is often its busiest: it fills what
     /// it allocated).
     fn first_arm(&mut self, pid: u32, ranges: &[(u64, u64)]) -> io::Result<()> {
+        // A reading held from before the process was disarmed says nothing about now.
+        self.held.remove(&pid);
         if self.budget.is_some() {
             let resident = match self.precision {
                 Precision::IdlePages => self.frames(pid, ranges)?.len() as u64,
@@ -570,6 +572,7 @@ impl<K: RefsKernel> Source for ProcSource<K> {
             if t.ranges.is_empty() {
                 // Nothing to look at, nothing cleared: armed again once it has ranges.
                 self.armed.remove(&t.pid);
+                self.held.remove(&t.pid);
                 continue;
             }
             // Within its budget's hold: the last reading's observations again, nothing read;
@@ -813,6 +816,40 @@ mod tests {
         // At 300 ns a page the same process costs 0.6 ms to clear: cleared when followed.
         let cheap = followed(Duration::from_nanos(300));
         assert_eq!(cheap.kernel().writes.len(), 1);
+    }
+
+    /// A process held when its objects are all freed (nothing to follow: disarmed) starts over
+    /// when it has objects again: it is read, not given its old reading.
+    #[test]
+    fn a_process_that_had_no_objects_for_a_while_forgets_its_held_reading() {
+        let (mut source, target) =
+            eight_objects(Precision::Referenced { soft_dirty: false }, false);
+        source.set_budget(Some(ClearBudget {
+            page_cost: Duration::from_micros(12),
+            share: 0.01,
+            interval: Duration::from_secs(1),
+        }));
+        source.kernel_mut().touch(PID, object(0), object(8), false);
+        assert_eq!(per_object(&source.observe().unwrap()), vec![256.0; 8]);
+        // Held for 2 intervals; then no ranges: disarmed.
+        let empty = Target {
+            pid: PID,
+            ranges: Vec::new(),
+        };
+        source.follow(std::slice::from_ref(&empty)).unwrap();
+        assert!(source.observe().unwrap().is_empty());
+        // Objects again, now cheap to clear: cleared when followed, read the interval after.
+        source.set_budget(Some(ClearBudget {
+            page_cost: Duration::from_nanos(1),
+            share: 0.01,
+            interval: Duration::from_secs(1),
+        }));
+        source.follow(std::slice::from_ref(&target)).unwrap();
+        let writes = source.kernel().writes.len();
+        source.kernel_mut().touch(PID, object(7), object(8), false);
+        let fresh = source.observe().unwrap();
+        assert_eq!(per_object(&fresh).iter().sum::<f64>(), 256.0, "{fresh:?}");
+        assert_eq!(source.kernel().writes.len(), writes + 1, "read and cleared");
     }
 
     #[test]
