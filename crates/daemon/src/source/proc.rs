@@ -86,7 +86,8 @@ impl ClearBudget {
     }
 }
 
-/// A process's last observation, repeated while `left` intervals remain.
+/// A process's last observation, repeated while `left` (at least 1) intervals remain; a process
+/// has one only while it is held.
 struct Held {
     observations: Vec<Observation>,
     left: u32,
@@ -457,6 +458,17 @@ impl<K: RefsKernel> ProcSource<K> {
         Ok((referenced, hold))
     }
 
+    /// Forgets what was armed or held for `pid` after `e`: it is armed again when next followed.
+    fn disarm(&mut self, pid: u32, e: &io::Error) {
+        self.held.remove(&pid);
+        self.armed.remove(&pid);
+        if is_gone(e) {
+            tracing::debug!(pid, "proc source: the process exited");
+        } else {
+            tracing::warn!(pid, "proc source: {e}");
+        }
+    }
+
     fn held_intervals(&self, referenced_pages: u64) -> u32 {
         self.budget
             .map_or(0, |b| b.held_intervals(referenced_pages))
@@ -490,7 +502,7 @@ impl<K: RefsKernel> Source for ProcSource<K> {
     }
 
     fn describe(&self) -> String {
-        let held = self.held.values().filter(|h| h.left > 0).count();
+        let held = self.held.len();
         match self.budget {
             Some(b) => format!(
                 "proc ({}; budget {}% of a program's time at {} ns a page cleared, {held} \
@@ -533,7 +545,7 @@ impl<K: RefsKernel> Source for ProcSource<K> {
             if t.ranges.is_empty() {
                 continue;
             }
-            let holding = self.held.get(&t.pid).is_some_and(|h| h.left > 0);
+            let holding = self.held.contains_key(&t.pid);
             let result = if !self.armed.contains(&t.pid) {
                 self.first_arm(t.pid, &t.ranges)
             } else if self.precision == Precision::IdlePages && !holding {
@@ -577,16 +589,13 @@ impl<K: RefsKernel> Source for ProcSource<K> {
             }
             // Within its budget's hold: the last reading's observations again, nothing read;
             // the last held interval clears, so that the next reading covers one interval.
-            if let Some(held) = self.held.get_mut(&t.pid).filter(|h| h.left > 0) {
+            if let Some(held) = self.held.get_mut(&t.pid) {
                 held.left -= 1;
                 out.extend(held.observations.iter().cloned());
                 if held.left == 0 {
+                    self.held.remove(&t.pid);
                     if let Err(e) = self.arm(t.pid, &t.ranges) {
-                        self.held.remove(&t.pid);
-                        self.armed.remove(&t.pid);
-                        if !is_gone(&e) {
-                            tracing::warn!(pid = t.pid, "proc source: {e}");
-                        }
+                        self.disarm(t.pid, &e);
                     }
                 }
                 continue;
@@ -613,7 +622,7 @@ impl<K: RefsKernel> Source for ProcSource<K> {
                              intervals"
                         );
                     }
-                    if left > 0 || self.held.contains_key(&t.pid) {
+                    if left > 0 {
                         self.held.insert(
                             t.pid,
                             Held {
@@ -624,15 +633,7 @@ impl<K: RefsKernel> Source for ProcSource<K> {
                     }
                     out.extend(observations)
                 }
-                Err(e) => {
-                    self.held.remove(&t.pid);
-                    self.armed.remove(&t.pid);
-                    if is_gone(&e) {
-                        tracing::debug!(pid = t.pid, "proc source: the process exited");
-                    } else {
-                        tracing::warn!(pid = t.pid, "proc source: {e}");
-                    }
-                }
+                Err(e) => self.disarm(t.pid, &e),
             }
         }
         self.targets = targets;
@@ -664,8 +665,8 @@ mod tests {
     const PID: u32 = 7;
 
     /// A process with eight 1 MiB objects packed into one 1 GiB chunk mapping, all written once
-    /// (initialisation), followed by a source of this precision.
-    fn eight_objects(
+    /// (initialisation), and a source of this precision, not yet following it.
+    fn eight_objects_unfollowed(
         precision: Precision,
         soft_dirty: bool,
     ) -> (ProcSource<RecordingRefs>, Target) {
@@ -676,9 +677,26 @@ mod tests {
             pid: PID,
             ranges: (0..8).map(|i| (object(i), object(i) + MIB)).collect(),
         };
-        let mut source = ProcSource::new(k, precision);
+        (ProcSource::new(k, precision), target)
+    }
+
+    /// The same, followed.
+    fn eight_objects(
+        precision: Precision,
+        soft_dirty: bool,
+    ) -> (ProcSource<RecordingRefs>, Target) {
+        let (mut source, target) = eight_objects_unfollowed(precision, soft_dirty);
         source.follow(std::slice::from_ref(&target)).unwrap();
         (source, target)
+    }
+
+    /// A budget of 1 % of `interval`, at `page_cost` a page.
+    fn one_percent(page_cost: Duration, interval: Duration) -> Option<ClearBudget> {
+        Some(ClearBudget {
+            page_cost,
+            share: 0.01,
+            interval,
+        })
     }
 
     fn object(i: u64) -> u64 {
@@ -734,11 +752,10 @@ mod tests {
     fn a_process_over_its_budget_is_read_less_often_and_its_last_reading_repeated() {
         let (mut source, _) = eight_objects(Precision::Referenced { soft_dirty: false }, false);
         // 10 ms allowed an interval; 2,048 pages at 12 µs cost 24.6 ms: held for 2 intervals.
-        source.set_budget(Some(ClearBudget {
-            page_cost: Duration::from_micros(12),
-            share: 0.01,
-            interval: Duration::from_secs(1),
-        }));
+        source.set_budget(one_percent(
+            Duration::from_micros(12),
+            Duration::from_secs(1),
+        ));
         let writes = |s: &ProcSource<RecordingRefs>| s.kernel().writes.len();
         assert_eq!(writes(&source), 1, "following clears once");
         source.kernel_mut().touch(PID, object(0), object(8), false);
@@ -774,19 +791,9 @@ mod tests {
     fn a_large_process_is_first_cleared_when_its_budget_allows() {
         // Eight 1 MiB objects, all resident, followed by a source with a budget.
         let followed = |page_cost: Duration| {
-            let mut k = RecordingRefs::new(false);
-            k.map(PID, CHUNK, CHUNK + 1024 * MIB);
-            k.touch(PID, CHUNK, CHUNK + 8 * MIB, true);
-            let target = Target {
-                pid: PID,
-                ranges: (0..8).map(|i| (object(i), object(i) + MIB)).collect(),
-            };
-            let mut source = ProcSource::new(k, Precision::Referenced { soft_dirty: false });
-            source.set_budget(Some(ClearBudget {
-                page_cost,
-                share: 0.01,
-                interval: Duration::from_secs(1),
-            }));
+            let (mut source, target) =
+                eight_objects_unfollowed(Precision::Referenced { soft_dirty: false }, false);
+            source.set_budget(one_percent(page_cost, Duration::from_secs(1)));
             source.follow(std::slice::from_ref(&target)).unwrap();
             source
         };
@@ -824,11 +831,10 @@ mod tests {
     fn a_process_that_had_no_objects_for_a_while_forgets_its_held_reading() {
         let (mut source, target) =
             eight_objects(Precision::Referenced { soft_dirty: false }, false);
-        source.set_budget(Some(ClearBudget {
-            page_cost: Duration::from_micros(12),
-            share: 0.01,
-            interval: Duration::from_secs(1),
-        }));
+        source.set_budget(one_percent(
+            Duration::from_micros(12),
+            Duration::from_secs(1),
+        ));
         source.kernel_mut().touch(PID, object(0), object(8), false);
         assert_eq!(per_object(&source.observe().unwrap()), vec![256.0; 8]);
         // Held for 2 intervals; then no ranges: disarmed.
@@ -839,11 +845,7 @@ mod tests {
         source.follow(std::slice::from_ref(&empty)).unwrap();
         assert!(source.observe().unwrap().is_empty());
         // Objects again, now cheap to clear: cleared when followed, read the interval after.
-        source.set_budget(Some(ClearBudget {
-            page_cost: Duration::from_nanos(1),
-            share: 0.01,
-            interval: Duration::from_secs(1),
-        }));
+        source.set_budget(one_percent(Duration::from_nanos(1), Duration::from_secs(1)));
         source.follow(std::slice::from_ref(&target)).unwrap();
         let writes = source.kernel().writes.len();
         source.kernel_mut().touch(PID, object(7), object(8), false);
