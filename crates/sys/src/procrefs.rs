@@ -410,10 +410,10 @@ struct FakeProcess {
 /// take half a microsecond; on bare metal tens of nanoseconds), and a page whose soft-dirty bit
 /// was cleared takes a write fault. Measured on a 32 MiB buffer of this process: one pass of
 /// writes, one byte a page, with its bits set, then the same after `clear_refs` (`what`, in
-/// order), the median difference of five tries (about 30 ms in all). Clears this process's own
+/// order), the median difference of five tries (about 40 ms in all). Clears this process's own
 /// bits, which costs it nothing that matters. An estimate: a process whose page tables do not
-/// fit in the cache pays more per page (on the machine of docs/performance.md, 260 ns a page
-/// for 32 MiB, 460 ns for 600 MiB).
+/// fit in the cache pays more per page (on the machine of docs/performance.md, 311 ns a page
+/// for 32 MiB, 519 ns for 600 MiB).
 pub fn reference_clear_cost(
     proc_root: &Path,
     what: &[ClearRefs],

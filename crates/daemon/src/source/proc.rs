@@ -25,8 +25,8 @@
 //!
 //! **What clearing costs the program, and the budget.** After a clear, the CPU sets each page's
 //! accessed bit again when the program next touches it, and that is the program's time: about
-//! 460 ns a page in the virtual machines here (docs/performance.md), so a program touching 150 k
-//! pages an interval (600 MiB, a byte a page) lost 70 ms each 2 s interval, 3.5 % of its time,
+//! 520 ns a page in the virtual machines here (docs/performance.md), so a program touching 150 k
+//! pages an interval (600 MiB, a byte a page) lost 75 ms each 2 s interval, 3.7 % of its time,
 //! where the daemon's own work was 8 ms. The source measures that cost per page once, at start
 //! ([`reference_clear_cost`]), and estimates each window's cost from the pages it found
 //! referenced. With a budget (`--proc-budget`, 1 % of the program's time by default), a process
