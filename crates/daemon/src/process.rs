@@ -66,6 +66,9 @@ pub enum Evidence {
 pub struct RingMapping {
     ptr: *mut u8,
     len: usize,
+    /// The ring's capacity as validated: the header's field is the process's to scribble on,
+    /// and is not read again.
+    capacity: u32,
 }
 
 // SAFETY: the mapping is plain shared memory; the ring protocol is built from atomics.
@@ -111,11 +114,12 @@ impl RingMapping {
                 std::io::Error::last_os_error()
             );
         }
-        let mapping = RingMapping {
+        let mut mapping = RingMapping {
             ptr: ptr as *mut u8,
             len,
+            capacity: 0,
         };
-        mapping
+        mapping.capacity = mapping
             .header()
             .validate(len)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -130,7 +134,13 @@ impl RingMapping {
 
     /// The control area (validated to lie inside the mapping by `map`).
     pub fn control(&self) -> &Control {
-        self.header().control()
+        self.header().control_with(self.capacity)
+    }
+
+    /// Takes the next event from the ring, adding the events the library took back that it
+    /// passed over to `cancelled`.
+    pub fn pop(&self, cancelled: &mut u64) -> Option<Event> {
+        self.header().pop_with(self.capacity, cancelled)
     }
 }
 
@@ -292,6 +302,9 @@ pub struct ProcessStats {
     pub advice_events: u64,
     /// Objects `realloc` moved or resized, which kept their history.
     pub moved_objects: u64,
+    /// Allocations the library took back from the ring because the object was freed before
+    /// the daemon read them (neither event reached the daemon; they count as ephemeral).
+    pub cancelled_allocations: u64,
 }
 
 /// A site as the library described it: return addresses, innermost first.
@@ -442,6 +455,8 @@ pub struct Process {
     pub dropped_seen: u64,
     /// Bytes allocated since the daemon last took them (for the allocation trigger).
     pub allocated_unclaimed: u64,
+    /// The control area's `cancelled_bytes` as last read.
+    pub cancelled_bytes_seen: u64,
     /// Small-object blocks (start -> length): also in `objects`, but a resync, which
     /// re-announces only objects, must not forget them.
     pub blocks: BTreeMap<u64, u64>,
@@ -556,6 +571,7 @@ impl Process {
             resync: Resync::Idle,
             dropped_seen: 0,
             allocated_unclaimed: 0,
+            cancelled_bytes_seen: 0,
             blocks: BTreeMap::new(),
             pidfd: None,
             warm: None,
@@ -577,13 +593,16 @@ impl Process {
     /// long after allocating them, when their entries have left the caches, and waiting for one
     /// miss after another was most of the daemon's time per event (`pending.rs`).
     pub fn drain(&mut self) -> usize {
+        // Read before the ring: a resync the library finished before this read has all its
+        // steps in the ring, and this drain reads them before it counts the resync done.
+        let served = self.ring.control().resync_served.load(Ordering::Acquire);
         let mut n = 0;
         let mut batch = [Event::default(); DRAIN_BATCH];
         // Bound the work per call so one flooding process cannot starve the others.
         while n < 1 << 20 {
             let mut len = 0;
             while len < DRAIN_BATCH {
-                match self.ring.header().pop() {
+                match self.ring.pop(&mut self.stats.cancelled_allocations) {
                     Some(event) => {
                         batch[len] = event;
                         len += 1;
@@ -611,8 +630,20 @@ impl Process {
                 break;
             }
         }
-        self.request_resync_if_dropped();
+        self.count_cancelled_bytes();
+        self.request_resync_if_dropped(served);
         n
+    }
+
+    /// Counts the bytes of the allocations the library took back as allocated (for the
+    /// allocation trigger), from the control area's running total.
+    fn count_cancelled_bytes(&mut self) {
+        let total = self.ring.control().cancelled_bytes.load(Ordering::Relaxed);
+        // The library only adds; anything else is scribbling, and counts for nothing.
+        let new = total.saturating_sub(self.cancelled_bytes_seen);
+        self.cancelled_bytes_seen = total.max(self.cancelled_bytes_seen);
+        self.stats.allocated_bytes = self.stats.allocated_bytes.saturating_add(new);
+        self.allocated_unclaimed = self.allocated_unclaimed.saturating_add(new);
     }
 
     /// Applies one event from the ring.
@@ -848,15 +879,16 @@ impl Process {
         advice_for(&self.advice, start, len)
     }
 
-    /// Notices a finished resync, and asks for one when events were dropped since the last.
-    fn request_resync_if_dropped(&mut self) {
+    /// Notices a finished resync (the library had served it when `served` was read, before
+    /// the drain), and asks for one when events were dropped since the last.
+    fn request_resync_if_dropped(&mut self, served: u32) {
         let control = self.ring.control();
         if let Resync::Requested {
             request,
             dropped_at_request,
         } = self.resync
         {
-            if control.resync_served.load(Ordering::Acquire) == request {
+            if served == request {
                 self.stats.resyncs += 1;
                 self.dropped_seen = dropped_at_request;
                 self.resync = Resync::Idle;
@@ -1318,6 +1350,50 @@ pub(crate) mod tests {
         push(&p, EventKind::BlockUnmap, arena, 0, 0);
         p.drain();
         assert!(p.records.is_empty() && p.blocks.is_empty());
+    }
+
+    #[test]
+    fn allocations_taken_back_are_never_seen_but_count_as_allocated() {
+        let (mut p, _peer) = process();
+        let alloc = |addr| Event {
+            kind: EventKind::Alloc as u32,
+            addr,
+            len: 8192,
+            ..Event::default()
+        };
+        let header = p.ring.header();
+        let taken_back = header.push_at(&alloc(0x10000)).unwrap();
+        assert!(header.push(&alloc(0x20000)));
+        // The library frees the first object before the daemon looks: it takes the report
+        // back, sends no free, and counts the bytes in the control area.
+        assert!(header.cancel(taken_back));
+        p.ring
+            .control()
+            .cancelled_bytes
+            .fetch_add(8192, Ordering::Relaxed);
+        assert_eq!(p.drain(), 1);
+        p.commit_pending();
+        assert_eq!(p.objects.keys().copied().collect::<Vec<_>>(), [0x20000]);
+        assert_eq!(p.stats.cancelled_allocations, 1);
+        assert_eq!(
+            p.stats.allocated_bytes,
+            2 * 8192,
+            "for the allocation trigger"
+        );
+        assert_eq!(p.allocated_unclaimed, 2 * 8192);
+        assert_eq!(p.stats.invalid_events + p.stats.frees_of_unknown, 0);
+    }
+
+    #[test]
+    fn a_ring_capacity_changed_after_the_attach_is_not_believed() {
+        let (mut p, _peer) = process();
+        push(&p, EventKind::Alloc, 0x10000, 4096, 0);
+        // SAFETY: the test plays a hostile library scribbling on its own ring header, in the
+        // shared mapping.
+        unsafe { (*(p.ring.ptr as *mut RingHeader)).capacity = objtier_wire::MAX_RING_CAPACITY };
+        assert_eq!(p.drain(), 1, "the capacity validated at the attach is used");
+        p.ring.control().set_site_tier(5, Some(1));
+        assert_eq!(p.ring.control().site_tier(5), Some(1));
     }
 
     #[test]

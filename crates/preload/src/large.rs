@@ -72,7 +72,7 @@ const HUGE_PAGE_PAGES: usize = HUGE_PAGE_BYTES / PAGE_SIZE;
 const ADDRESS_BITS: u32 = 47;
 const GRANULES: usize = 1 << (ADDRESS_BITS - CHUNK_SHIFT);
 /// Independent allocator states (see "Shards" above). A power of two, less than 256.
-const SHARD_COUNT: usize = 8;
+pub const SHARD_COUNT: usize = 8;
 const SHARD_BITS: u32 = SHARD_COUNT.trailing_zeros();
 /// Chunks per shard: the owner table stores `(chunk << SHARD_BITS | shard) + 1` in a u16.
 const CHUNKS_PER_SHARD: usize = u16::MAX as usize >> SHARD_BITS;
@@ -299,8 +299,9 @@ struct Chunk {
     pages: usize,
     /// Boundary tags, one u32 per page of the chunk, in a mapping of their own.
     tags: *mut u32,
-    /// Allocation site of the object starting at each page (only head pages are meaningful),
-    /// in a mapping of its own; touched only for pages where objects start.
+    /// Allocation site and allocation event (`alloc`'s `on_alloc`) of the object starting at
+    /// each page, two u64 a page (only head pages are meaningful), in a mapping of its own;
+    /// touched only for pages where objects start.
     sites: *mut u64,
     /// Pages `[bump, pages)` have never been handed out.
     bump: usize,
@@ -361,14 +362,30 @@ impl Chunk {
 
     fn site(&self, page: usize) -> u64 {
         debug_assert!(page < self.pages);
-        // SAFETY: `sites` maps `pages` u64 entries; callers hold the state lock.
-        unsafe { *self.sites.add(page) }
+        // SAFETY: `sites` maps `2 * pages` u64 entries; callers hold the state lock.
+        unsafe { *self.sites.add(2 * page) }
     }
 
     fn set_site(&mut self, page: usize, site: u64) {
         debug_assert!(page < self.pages);
         // SAFETY: as in `site`.
-        unsafe { *self.sites.add(page) = site }
+        unsafe { *self.sites.add(2 * page) = site }
+    }
+
+    /// What `on_alloc` returned for the object starting at `page` (0 when it is known to the
+    /// daemon some other way: moved, grown, or re-announced since).
+    fn event(&self, page: usize) -> u64 {
+        debug_assert!(page < self.pages);
+        // SAFETY: as in `site`.
+        unsafe { *self.sites.add(2 * page + 1) }
+    }
+
+    /// (`&self`: the side table is not the chunk's; a walk over the extents clears entries as
+    /// it goes. Callers hold the state lock, as for every other write.)
+    fn set_event(&self, page: usize, event: u64) {
+        debug_assert!(page < self.pages);
+        // SAFETY: as in `site`.
+        unsafe { *self.sites.add(2 * page + 1) = event }
     }
 }
 
@@ -530,6 +547,12 @@ fn owner(ptr: usize) -> Option<(usize, usize)> {
     }
 }
 
+/// The shard that owns `ptr` (whose lock every report about it is made under), if any.
+#[inline]
+pub fn shard_of(ptr: *const u8) -> Option<usize> {
+    owner(ptr as usize).map(|(shard, _)| shard)
+}
+
 /// True if `ptr` lies in memory this module manages.
 #[inline]
 pub fn contains(ptr: *const u8) -> bool {
@@ -540,13 +563,15 @@ pub fn contains(ptr: *const u8) -> bool {
 /// chunk bound to the NUMA nodes in the mask `nodes` (0: no policy), for allocation site `site`.
 /// The memory comes from this thread's shard. `on_alloc` runs under the shard's lock with the
 /// new extent, so that reports of frees and reuses of the same address (always made under the
-/// lock of the shard that owns it) reach the daemon in the order they happened.
+/// lock of the shard that owns it) reach the daemon in the order they happened. What it returns
+/// (the report's place in the ring, 0 for none) is kept with the object and given to `free`'s
+/// `on_free`.
 pub fn alloc(
     size: usize,
     align: usize,
     nodes: u64,
     site: u64,
-    on_alloc: impl FnOnce(Extent),
+    on_alloc: impl FnOnce(Extent) -> u64,
 ) -> Option<(*mut u8, Contents)> {
     let pages = pages_for(size)?;
     let align_pages = (align / PAGE_SIZE).max(1);
@@ -557,7 +582,8 @@ pub fn alloc(
     state.after_change();
     let addr = state.chunks[chunk].base + start * PAGE_SIZE;
     let len = pages * PAGE_SIZE;
-    on_alloc(Extent { addr, len });
+    let event = on_alloc(Extent { addr, len });
+    state.chunks[chunk].set_event(start, event);
     drop(state);
     add_live_bytes(len);
     Some((addr as *mut u8, contents))
@@ -606,8 +632,10 @@ pub fn site_of(ptr: *const u8) -> u64 {
 
 /// Frees the object starting at `ptr`. Returns its extent, or None for a pointer that is not a
 /// live object here (ignored: a double or invalid free must not corrupt other objects).
-/// `on_free` runs under the lock of the shard that owns it, before the memory can be reused.
-pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
+/// `on_free` runs under the lock of the shard that owns it, before the memory can be reused,
+/// with what `alloc`'s `on_alloc` returned for it (0 if it has moved, grown or been
+/// re-announced since).
+pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent, u64)) -> Option<Extent> {
     let addr = ptr as usize;
     let (shard, chunk) = owner(addr)?;
     let now = coarse_ticks();
@@ -628,7 +656,7 @@ pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
             }
             excess -= here;
         }
-        on_free(extent);
+        on_free(extent, state.chunks[chunk].event(start_page));
         state.cache_dirty(chunk, start_page, extent.len / PAGE_SIZE, now);
         let purge = purge_due(now);
         if purge {
@@ -653,7 +681,7 @@ pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent)) -> Option<Extent> {
     if state.allocated_extent(chunk, addr) != Some(extent) {
         return None;
     }
-    on_free(extent);
+    on_free(extent, state.chunks[chunk].event(start_page));
     state.release(chunk, start_page, extent.len / PAGE_SIZE);
     state.after_change();
     drop(state);
@@ -713,6 +741,8 @@ pub fn for_each_live(mut f: impl FnMut(Extent, u64), then: impl FnOnce()) {
             for (page, pages, tag) in chunk.extents(0) {
                 if is_live(tag) {
                     f(chunk.object(page, pages), chunk.site(page));
+                    // Its allocation report was made in a ring no longer in use, if any.
+                    chunk.set_event(page, 0);
                 }
             }
         }
@@ -795,6 +825,8 @@ pub fn grow_in_place(ptr: *mut u8, size: usize, on_change: impl FnOnce(Extent, E
         len: wanted * PAGE_SIZE,
     };
     add_live_bytes(extra * PAGE_SIZE);
+    // The daemon hears of the object as grown now: its allocation's report stays.
+    state.chunks[chunk].set_event(start, 0);
     on_change(before, after);
     state.after_change();
     true
@@ -844,6 +876,9 @@ pub fn snapshot_step(
         }
         if is_live(tag) {
             f(chunk.object(page, pages), chunk.site(page));
+            // Re-announced: the object's allocation report must not be taken back any more
+            // (its free would go unsaid, and the re-announcement keep it alive).
+            chunk.set_event(page, 0);
             reported += 1;
         }
     }
@@ -1397,7 +1432,7 @@ impl State {
         };
         let chunk_pages = bytes / PAGE_SIZE;
         let tags_bytes = chunk_pages * core::mem::size_of::<u32>();
-        let sites_bytes = chunk_pages * core::mem::size_of::<u64>();
+        let sites_bytes = 2 * chunk_pages * core::mem::size_of::<u64>();
         // The clean and the dirty index's bitmaps for this chunk, one after the other.
         let bitmap_words = free_index::bitmap_words(chunk_pages);
         let bitmaps_bytes = 2 * bitmap_words * core::mem::size_of::<u64>();
@@ -1673,35 +1708,35 @@ mod tests {
         let _off = PurgeOff::new();
         flush_dirty();
         let guard_before = big(PAGE_SIZE, 8);
-        let (p, _) = alloc(3 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        let (p, _) = alloc(3 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
         let guard_after = big(PAGE_SIZE, 8);
         // SAFETY: p is a live 3-page object.
         unsafe { *p = 7 };
-        assert!(free(p, |_| {}).is_some());
+        assert!(free(p, |_, _| {}).is_some());
         assert_eq!(quick_count(), 1);
         assert_eq!(cached_bytes(), 3 * PAGE_SIZE, "counted in the dirty cache");
         // A quick-listed extent is no object: a second free, a lookup and a snapshot skip it.
-        assert!(free(p, |_| {}).is_none(), "double free refused");
+        assert!(free(p, |_, _| {}).is_none(), "double free refused");
         assert!(extent_of(p).is_none());
         let mut live = Vec::new();
         for_each_live(|e, _| live.push(e.addr), || {});
         assert!(!live.contains(&(p as usize)));
         check_all();
         // Another size does not take it; the same size does, dirty, as last freed first out.
-        let (q, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        let (q, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
         assert_ne!(q, p);
-        let (r, contents) = alloc(3 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        let (r, contents) = alloc(3 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
         assert_eq!((r, contents), (p, Contents::Dirty));
         // SAFETY: r is p again, its contents kept.
         assert_eq!(unsafe { *r }, 7);
         assert_eq!(quick_count(), 0);
         // Page-aligned requests of more than a page never come from the quick lists.
-        assert!(free(r, |_| {}).is_some());
-        let (s, _) = alloc(3 * PAGE_SIZE, 2 * PAGE_SIZE, 0, 0, |_| {}).unwrap();
+        assert!(free(r, |_, _| {}).is_some());
+        let (s, _) = alloc(3 * PAGE_SIZE, 2 * PAGE_SIZE, 0, 0, |_| 0).unwrap();
         assert_eq!(quick_count(), 1);
         check_all();
         for x in [q, s, guard_before, guard_after] {
-            assert!(free(x, |_| {}).is_some());
+            assert!(free(x, |_, _| {}).is_some());
         }
         flush_dirty();
         assert_eq!((quick_count(), cached_bytes()), (0, 0));
@@ -1720,7 +1755,7 @@ mod tests {
             .collect();
         let fence = big(PAGE_SIZE, 8);
         for &b in &blocks {
-            assert!(free(b, |_| {}).is_some());
+            assert!(free(b, |_, _| {}).is_some());
         }
         assert_eq!(quick_count(), QUICK_DEPTH);
         assert_eq!(cached_bytes(), blocks.len() * 2 * PAGE_SIZE);
@@ -1730,10 +1765,10 @@ mod tests {
         SHARDS[thread_shard()].lock().flush_quick();
         assert_eq!(quick_count(), 0);
         check_all();
-        let (whole, contents) = alloc(blocks.len() * 2 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        let (whole, contents) = alloc(blocks.len() * 2 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
         assert_eq!((whole, contents), (blocks[0], Contents::Dirty));
-        assert!(free(whole, |_| {}).is_some());
-        assert!(free(fence, |_| {}).is_some());
+        assert!(free(whole, |_, _| {}).is_some());
+        assert!(free(fence, |_, _| {}).is_some());
         flush_dirty();
         assert_eq!(cached_bytes(), 0);
         check_all();
@@ -1746,7 +1781,7 @@ mod tests {
         flush_dirty();
         let p = big(4 * PAGE_SIZE, 8);
         let fence = big(PAGE_SIZE, 8);
-        assert!(free(p, |_| {}).is_some());
+        assert!(free(p, |_, _| {}).is_some());
         assert_eq!(quick_count(), 1);
         // Only quick-listed memory is cached: evicting it must find it, not forget it.
         SHARDS[thread_shard()].lock().evict_dirty(PAGE_SIZE);
@@ -1757,14 +1792,14 @@ mod tests {
             "the tail page went back to the kernel"
         );
         check_all();
-        assert!(free(fence, |_| {}).is_some());
+        assert!(free(fence, |_, _| {}).is_some());
         flush_dirty();
         assert_eq!(cached_bytes(), 0);
         check_all();
     }
 
     fn big(size: usize, align: usize) -> *mut u8 {
-        alloc(size, align, 0, 0, |_| {}).unwrap().0
+        alloc(size, align, 0, 0, |_| 0).unwrap().0
     }
 
     /// A program that stops freeing still returns its idle cache: `purge_if_due` (run after a
@@ -1779,7 +1814,7 @@ mod tests {
         unsafe { p.write_bytes(1, 16 * PAGE_SIZE) };
         {
             let _off = PurgeOff::new();
-            assert!(free(p, |_| {}).is_some());
+            assert!(free(p, |_, _| {}).is_some());
         }
         assert_eq!(cached_bytes(), 16 * PAGE_SIZE);
         // Idle for DIRTY_IDLE_TICKS and into a tick of its own (ticks are 125 ms).
@@ -1795,7 +1830,7 @@ mod tests {
         let r = big(16 * PAGE_SIZE, 8);
         assert_eq!(unsafe { *r.add(PAGE_SIZE) }, 0);
         check_all();
-        assert!(free(q, |_| {}).is_some() && free(r, |_| {}).is_some());
+        assert!(free(q, |_, _| {}).is_some() && free(r, |_, _| {}).is_some());
         flush_dirty();
     }
 
@@ -1813,7 +1848,7 @@ mod tests {
 
     /// Frees, then flushes the dirty cache, for tests of coalescing.
     fn free_clean(p: *mut u8) -> Option<Extent> {
-        let result = free(p, |_| {});
+        let result = free(p, |_, _| {});
         flush_dirty();
         result
     }
@@ -1822,23 +1857,23 @@ mod tests {
     fn dirty_extents_are_reused_and_reported_as_dirty() {
         let _g = SERIAL.lock().unwrap();
         flush_dirty();
-        let (p, contents) = alloc(12 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        let (p, contents) = alloc(12 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
         assert_eq!(contents, Contents::Zeroed);
         // SAFETY: p is a live 8-page object.
         unsafe { *p = 42 };
-        assert!(free(p, |_| {}).is_some());
+        assert!(free(p, |_, _| {}).is_some());
         assert!(
-            free(p, |_| {}).is_none(),
+            free(p, |_, _| {}).is_none(),
             "double free of a dirty extent is refused"
         );
-        let (q, contents) = alloc(10 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        let (q, contents) = alloc(10 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
         assert_eq!(
             (q, contents),
             (p, Contents::Dirty),
             "reused, and says it is not zeroed"
         );
         // (Sizes beyond the quick lists': this is the dirty index.) The leftover 2 pages stay dirty and serve a 2-page request.
-        let (r, contents) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        let (r, contents) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
         assert_eq!(contents, Contents::Dirty);
         assert_eq!(r as usize, p as usize + 10 * PAGE_SIZE);
         assert!(free_clean(q).is_some());
@@ -1853,15 +1888,15 @@ mod tests {
         let a = big(10 * PAGE_SIZE, 8);
         let b = big(11 * PAGE_SIZE, 8);
         let guard = big(PAGE_SIZE, 8);
-        assert!(free(a, |_| {}).is_some());
-        assert!(free(b, |_| {}).is_some());
+        assert!(free(a, |_, _| {}).is_some());
+        assert!(free(b, |_, _| {}).is_some());
         // b's head page is now inside the merged extent: a double free of b is refused, and
         // leaves nothing behind (it used to insert an overlapping extent).
-        assert!(free(b, |_| {}).is_none(), "double free refused");
+        assert!(free(b, |_, _| {}).is_none(), "double free refused");
         assert!(extent_of(b).is_none());
         check_all();
         // a and b merged (sizes beyond the quick lists'): a 21-page request is served from them, dirty.
-        let (c, contents) = alloc(21 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        let (c, contents) = alloc(21 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
         assert_eq!((c, contents), (a, Contents::Dirty));
         assert!(free_clean(c).is_some());
         assert!(free_clean(guard).is_some());
@@ -1874,14 +1909,14 @@ mod tests {
         let _budget = Budget::set(DIRTY_BUDGET_BYTES);
         let big = DIRTY_MAX_EXTENT_BYTES;
         let blocks: Vec<*mut u8> = (0..DIRTY_BUDGET_BYTES / big + 2)
-            .map(|_| alloc(big, 8, 0, 0, |_| {}).unwrap().0)
+            .map(|_| alloc(big, 8, 0, 0, |_| 0).unwrap().0)
             .collect();
         for &b in &blocks {
-            assert!(free(b, |_| {}).is_some());
+            assert!(free(b, |_, _| {}).is_some());
             assert!(cached_bytes() <= dirty_budget_bytes(0));
         }
         // The most recent free is cached (reused, dirty), not returned to the kernel.
-        let (p, contents) = alloc(PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        let (p, contents) = alloc(PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
         assert_eq!(contents, Contents::Dirty);
         assert!(free_clean(p).is_some());
     }
@@ -1986,7 +2021,7 @@ mod tests {
         let huge = big(37 * HUGE_PAGE_BYTES, 8);
         assert_eq!(huge as usize % HUGE_PAGE_BYTES, 0);
         check_all();
-        assert!(free(huge, |_| {}).is_some() && free(page, |_| {}).is_some());
+        assert!(free(huge, |_, _| {}).is_some() && free(page, |_, _| {}).is_some());
         flush_dirty();
         check_all();
     }
@@ -1997,24 +2032,24 @@ mod tests {
         let p = big(CHUNK_BYTES + PAGE_SIZE, 8);
         assert!(!p.is_null());
         assert_eq!(extent_of(p).unwrap().len, CHUNK_BYTES + PAGE_SIZE);
-        assert!(free(p, |_| {}).is_some());
-        assert!(alloc(usize::MAX - 10, 8, 0, 0, |_| {}).is_none());
+        assert!(free(p, |_, _| {}).is_some());
+        assert!(alloc(usize::MAX - 10, 8, 0, 0, |_| 0).is_none());
     }
 
     #[test]
     fn placements_get_chunks_of_their_own_and_sites_are_kept() {
         let _g = SERIAL.lock().unwrap();
         // Node 0 exists on every machine; a mask naming it gives a bound placement.
-        let (placed, _) = alloc(PAGE_SIZE, 8, 1, 0xabc, |_| {}).unwrap();
-        let (plain, _) = alloc(PAGE_SIZE, 8, 0, 0xdef, |_| {}).unwrap();
+        let (placed, _) = alloc(PAGE_SIZE, 8, 1, 0xabc, |_| 0).unwrap();
+        let (plain, _) = alloc(PAGE_SIZE, 8, 0, 0xdef, |_| 0).unwrap();
         let chunk_of = |p: *mut u8| owner(p as usize).unwrap();
         assert_ne!(chunk_of(placed), chunk_of(plain));
-        assert!(free(placed, |_| {}).is_some());
+        assert!(free(placed, |_, _| {}).is_some());
         // The freed placed extent is not handed to an unplaced request...
-        let (again, _) = alloc(PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        let (again, _) = alloc(PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
         assert_ne!(chunk_of(again), chunk_of(placed));
         // ...but is reused for the same placement.
-        let (same, _) = alloc(PAGE_SIZE, 8, 1, 0x123, |_| {}).unwrap();
+        let (same, _) = alloc(PAGE_SIZE, 8, 1, 0x123, |_| 0).unwrap();
         assert_eq!(same, placed);
         let mut sites = Vec::new();
         for_each_live(
@@ -2056,7 +2091,7 @@ mod tests {
         }
         assert!(objects.iter().all(|&p| owner(p).unwrap().0 == 0));
         for p in objects {
-            assert!(free(p as *mut u8, |_| {}).is_some());
+            assert!(free(p as *mut u8, |_, _| {}).is_some());
         }
         check_all();
     }
@@ -2114,7 +2149,7 @@ mod tests {
                 let list = &objects[(i + 1) % 4];
                 s.spawn(move || {
                     for &p in list {
-                        assert!(free(p as *mut u8, |_| {}).is_some());
+                        assert!(free(p as *mut u8, |_, _| {}).is_some());
                     }
                 });
             }
@@ -2132,16 +2167,16 @@ mod tests {
         flush_dirty();
         let p = big(8 * PAGE_SIZE, 8);
         let guard = big(PAGE_SIZE, 8);
-        assert!(free(p, |_| {}).is_some());
+        assert!(free(p, |_, _| {}).is_some());
         SHARDS[thread_shard()].lock().evict_dirty(2 * PAGE_SIZE);
         assert_eq!(cached_bytes(), 6 * PAGE_SIZE);
-        let (q, contents) = alloc(6 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        let (q, contents) = alloc(6 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
         assert_eq!(
             (q, contents),
             (p, Contents::Dirty),
             "the head is still cached"
         );
-        let (r, contents) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| {}).unwrap();
+        let (r, contents) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
         assert_eq!(
             (r as usize, contents),
             (p as usize + 6 * PAGE_SIZE, Contents::Zeroed),
@@ -2151,6 +2186,40 @@ mod tests {
         for x in [q, r, guard] {
             assert!(free_clean(x).is_some());
         }
+    }
+
+    #[test]
+    fn a_free_gets_its_allocations_report_unless_the_daemon_heard_of_the_object_since() {
+        let _g = SERIAL.lock().unwrap();
+        let mut got = None;
+        let (p, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| 77).unwrap();
+        assert!(free(p, |_, report| got = Some(report)).is_some());
+        assert_eq!(got, Some(77), "the allocation's report, for taking it back");
+        // Grown in place: the daemon heard of it as grown.
+        let (a, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| 78).unwrap();
+        let b = big(4 * PAGE_SIZE, 8);
+        let guard = big(PAGE_SIZE, 8);
+        assert!(free(b, |_, _| {}).is_some());
+        assert!(grow_in_place(a, 5 * PAGE_SIZE, |_, _| {}));
+        assert!(free(a, |_, report| got = Some(report)).is_some());
+        assert_eq!(got, Some(0));
+        // Re-announced (a resync step, or an attach): the daemon heard of it again.
+        let (r, _) = alloc(PAGE_SIZE, 8, 0, 0, |_| 79).unwrap();
+        let (s, _) = alloc(PAGE_SIZE, 8, 0, 0, |_| 80).unwrap();
+        for_each_live(|_, _| {}, || {});
+        assert!(free(r, |_, report| got = Some(report)).is_some());
+        assert_eq!(got, Some(0));
+        let (t, _) = alloc(PAGE_SIZE, 8, 0, 0, |_| 81).unwrap();
+        let mut cursor = (0, 0);
+        while let Some(next) = snapshot_step(cursor, usize::MAX, |_| {}, |_, _| {}, |_| {}) {
+            cursor = next;
+        }
+        for q in [s, t] {
+            assert!(free(q, |_, report| got = Some(report)).is_some());
+            assert_eq!(got, Some(0));
+        }
+        assert!(free(guard, |_, _| {}).is_some());
+        check_all();
     }
 
     #[test]
@@ -2165,7 +2234,7 @@ mod tests {
         assert!(!grow_in_place(a, 3 * PAGE_SIZE, |_, _| panic!(
             "nothing changed"
         )));
-        assert!(free(b, |_| {}).is_some()); // now 4 dirty pages follow a
+        assert!(free(b, |_, _| {}).is_some()); // now 4 dirty pages follow a
         assert!(grow_in_place(a, 5 * PAGE_SIZE, |before, after| {
             seen = Some((before.len, after.len))
         }));

@@ -221,7 +221,7 @@ fn allocate_tracked(
         .and_then(|c| c.site_tier(site).and_then(|tier| c.tier_nodes(tier)))
         .unwrap_or(0);
     let allocated = large::alloc(size, align.max(PAGE_SIZE), nodes, site, |extent| {
-        report::push(EventKind::Alloc, 0, extent, now, site)
+        report::push_alloc(extent, now, site)
     });
     // A program that allocates but no longer frees returns its idle cached memory too.
     large::purge_if_due(now);
@@ -244,8 +244,8 @@ unsafe fn release(ptr: *mut c_void) {
     }
     if large::contains(ptr as *const u8) {
         let now = report::now_ns();
-        large::free(ptr as *mut u8, |extent| {
-            report::push(EventKind::Free, 0, extent, now, 0)
+        large::free(ptr as *mut u8, |extent, allocated| {
+            report::push_free(extent, allocated, now)
         });
     } else if owned_by_mimalloc(ptr) {
         // SAFETY: mimalloc owns it.
@@ -381,7 +381,13 @@ unsafe fn move_tracked(ptr: *mut c_void, old: usize, size: usize) -> *mut c_void
         .unwrap_or(0);
     let room = extent_for_move(old, size);
     let mut extent = large::Extent { addr: 0, len: 0 };
-    let mut allocate = |bytes| large::alloc(bytes, PAGE_SIZE, nodes, site, |e| extent = e);
+    // No report of its own: the move below tells of it.
+    let mut allocate = |bytes| {
+        large::alloc(bytes, PAGE_SIZE, nodes, site, |e| {
+            extent = e;
+            0
+        })
+    };
     let allocated = match allocate(room) {
         None if room > size => allocate(size),
         allocated => allocated,
@@ -404,7 +410,7 @@ unsafe fn move_tracked(ptr: *mut c_void, old: usize, size: usize) -> *mut c_void
     // SAFETY: both are live objects of at least the bytes copied, and distinct.
     unsafe { core::ptr::copy_nonoverlapping(ptr as *const u8, p, size.min(old)) };
     // Reported under the old object's lock, before its pages can be reused (as a free is).
-    large::free(ptr as *mut u8, |from| {
+    large::free(ptr as *mut u8, |from, _| {
         report::push(EventKind::Moved, 0, extent, now, from.addr as u64)
     });
     large::purge_if_due(now);

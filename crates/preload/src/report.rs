@@ -113,19 +113,77 @@ pub fn push(kind: EventKind, flags: u32, extent: large::Extent, time_ns: u64, si
     }
 }
 
+/// Reports a new tracked object. Returns what [`push_free`] needs to take the report back (its
+/// position in the ring, plus one), or 0 if there was none (not attached, or the ring full).
+#[inline]
+pub fn push_alloc(extent: large::Extent, time_ns: u64, site: u64) -> u64 {
+    let Some(ring) = ring() else { return 0 };
+    let (addr, len) = (extent.addr as u64, extent.len as u64);
+    publish_at(ring, &event(EventKind::Alloc, 0, addr, len, time_ns, site)).map_or(0, |pos| pos + 1)
+}
+
+/// Reports that a tracked object was freed. If its allocation's report (`allocated`, from
+/// [`push_alloc`]) still waits in the ring, takes that back instead, and the daemon never hears
+/// of the object: it would have dropped an object that lived less than an interval anyway,
+/// after reading both events. A program that frees most of its tracked objects soon after
+/// allocating them sends a fraction of the events (bench/alloc `xthreads`: four threads).
+///
+/// Called under the lock of the shard that owns the object, as the allocation's report was:
+/// no other report about it can come between.
+#[inline]
+pub fn push_free(extent: large::Extent, allocated: u64, time_ns: u64) {
+    let Some(ring) = ring() else { return };
+    if allocated != 0 && ring.cancel(allocated - 1) {
+        count_cancelled(ring, extent);
+        return;
+    }
+    let (addr, len) = (extent.addr as u64, extent.len as u64);
+    publish(ring, &event(EventKind::Free, 0, addr, len, time_ns, 0));
+}
+
+/// Bytes of taken-back allocations not yet added to the control area's count, per shard (each
+/// written only under its shard's lock), on lines of their own.
+#[repr(C, align(64))]
+struct CancelledBytes(AtomicU64);
+static CANCELLED: [CancelledBytes; large::SHARD_COUNT] =
+    [const { CancelledBytes(AtomicU64::new(0)) }; large::SHARD_COUNT];
+/// Taken-back bytes are added to the control area's count this many at a time.
+const CANCELLED_FLUSH_BYTES: u64 = 1 << 20;
+
+/// Counts the bytes of an object whose allocation report was taken back, for the daemon's
+/// allocation trigger (see `Control::cancelled_bytes`).
+fn count_cancelled(ring: &RingHeader, extent: large::Extent) {
+    let Some(shard) = large::shard_of(extent.addr as *const u8) else {
+        return;
+    };
+    // Under the shard's lock (`push_free`'s caller): a load and a store suffice.
+    let counter = &CANCELLED[shard].0;
+    let bytes = counter.load(Ordering::Relaxed) + extent.len as u64;
+    if bytes >= CANCELLED_FLUSH_BYTES {
+        ring.control()
+            .cancelled_bytes
+            .fetch_add(bytes, Ordering::Relaxed);
+        counter.store(0, Ordering::Relaxed);
+    } else {
+        counter.store(bytes, Ordering::Relaxed);
+    }
+}
+
 /// Pushes `event` into `ring`, ringing the daemon's doorbell when it is due; false if the ring
 /// was full (the event is dropped and counted).
 #[inline]
 fn publish(ring: &RingHeader, event: &Event) -> bool {
-    match ring.push_at(event) {
-        Some(pos) => {
-            if ring.doorbell_due(pos) {
-                doorbell();
-            }
-            true
-        }
-        None => false,
+    publish_at(ring, event).is_some()
+}
+
+/// As [`publish`], returning the position the event took.
+#[inline]
+fn publish_at(ring: &RingHeader, event: &Event) -> Option<u64> {
+    let pos = ring.push_at(event)?;
+    if ring.doorbell_due(pos) {
+        doorbell();
     }
+    Some(pos)
 }
 
 /// Doorbells being sent now: a socket number is not closed while one of them may still use it.

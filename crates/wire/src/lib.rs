@@ -17,7 +17,12 @@
 //!    (application threads) never block: a full ring drops the event and counts it in
 //!    [`RingHeader::dropped`]; the daemon then asks for a resync (every live object re-announced,
 //!    range by range, between [`EventKind::ResyncBegin`] and [`EventKind::ResyncEnd`]), so a lost
-//!    event costs precision for a while, never correctness.
+//!    event costs precision for a while, never correctness. A producer may take back an event
+//!    the daemon has not consumed yet ([`RingHeader::cancel`]): an object freed while its
+//!    allocation still waits in the ring is never heard of, and its free is not sent. The
+//!    daemon would have dropped it anyway (an object that dies within an interval never becomes
+//!    a record), after reading both events. Zeroed memory is an empty ring: the memfd's pages
+//!    are only touched as events fill them.
 //! 3. **A control area** ([`Control`]) in the same memfd, after the ring, page-aligned: the way
 //!    back, written by the daemon and read lock-free by the library: which NUMA nodes make up
 //!    each tier, which tier new objects of a given allocation site should start in (a small
@@ -27,7 +32,8 @@
 //! assertions so that a library and a daemon from different builds either agree byte for byte or
 //! refuse each other with a clear error. The daemon treats the ring as untrusted input: a process
 //! can scribble anything into its own shared memory, and [`RingHeader::validate`] plus per-event
-//! checks keep that from hurting anyone but the scribbler.
+//! checks keep that from hurting anyone but the scribbler. The daemon keeps the capacity it
+//! validated and passes it to the `*_with` accessors: the header's field may change later.
 
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -40,10 +46,11 @@ pub const RING_MAGIC: u64 = u64::from_le_bytes(*b"OBJTIER1");
 /// First eight bytes a control client sends: "OBJTCTL1".
 pub const CONTROL_MAGIC: u64 = u64::from_le_bytes(*b"OBJTCTL1");
 /// Bumped on any incompatible change to the ring, the slots or the hello.
-pub const WIRE_VERSION: u32 = 3;
+pub const WIRE_VERSION: u32 = 4;
 /// Page size the wire format assumes for page-granular objects (x86_64, aarch64 4K kernels).
 pub const PAGE_SIZE: usize = 4096;
-/// Default number of slots in a ring (48 B each: 3 MiB of shared memory, touched lazily).
+/// Default number of slots in a ring (48 B each: 3 MiB of shared memory, touched as events
+/// fill it).
 pub const DEFAULT_RING_CAPACITY: u32 = 1 << 16;
 /// Largest ring a daemon accepts (guards against a process asking it to map something silly).
 pub const MAX_RING_CAPACITY: u32 = 1 << 22;
@@ -190,10 +197,16 @@ pub struct Event {
 /// A ring slot: the sequence number that synchronises producer and consumer, then the event.
 #[repr(C)]
 pub struct Slot {
-    /// `pos` when free for the producer at position `pos`; `pos + 1` once published.
+    /// The slot's sequence number less its index in the ring (so that zeroed memory is an empty
+    /// ring): `pos` when free for the producer at position `pos`, `pos + 1` once published,
+    /// and that with [`CANCELLED`] set once the producer took it back.
     pub seq: AtomicU64,
     pub event: core::cell::UnsafeCell<Event>,
 }
+
+/// Set in a published slot's sequence number when its producer took the event back
+/// ([`RingHeader::cancel`]); positions never reach it.
+pub const CANCELLED: u64 = 1 << 63;
 
 /// Header at offset 0 of the shared memory. Producer and consumer cursors sit on separate cache
 /// lines so that application threads and the daemon do not false-share.
@@ -314,7 +327,12 @@ pub struct Control {
     _reserved0: u32,
     /// NUMA nodes of each tier, fastest first, as a bit mask of node ids below 64.
     pub tier_nodes: [AtomicU64; MAX_TIERS],
-    _pad0: [u8; 176],
+    _pad0: [u8; 48],
+    /// Bytes of objects whose allocation the library took back from the ring when they were
+    /// freed ([`RingHeader::cancel`]), added a MiB or so at a time (written by the library): the
+    /// daemon counts them as allocated, for its allocation trigger.
+    pub cancelled_bytes: AtomicU64,
+    _pad1: [u8; 120],
     /// Site id -> starting tier.
     pub sites: [SiteSlot; SITE_TABLE_SLOTS],
 }
@@ -418,7 +436,7 @@ unsafe impl Sync for Control {}
 
 impl RingHeader {
     /// Initialises a ring (and its control area) in freshly zeroed memory of at least
-    /// `shared_bytes(capacity)` bytes.
+    /// `shared_bytes(capacity)` bytes. Only the header is written: zeroed slots are free ones.
     ///
     /// # Safety
     /// `mem` must be valid for writes of `shared_bytes(capacity)` bytes, aligned to 64, zeroed, and
@@ -435,26 +453,29 @@ impl RingHeader {
             (*header).slot_size = size_of::<Slot>() as u32;
             (*header).capacity = capacity;
             (*header).pid = pid;
-            let slots = mem.add(size_of::<RingHeader>()) as *mut Slot;
-            for i in 0..capacity as usize {
-                (*slots.add(i)).seq.store(i as u64, Ordering::Relaxed);
-            }
             &*header
         }
     }
 
-    /// The control area that follows this ring in the same shared memory.
+    /// The control area that follows this ring in the same shared memory (producer side: the
+    /// header's capacity is the library's own).
     pub fn control(&self) -> &Control {
-        // SAFETY: as in `slot`: `init` and `validate` establish that the whole `shared_bytes`
+        self.control_with(self.capacity)
+    }
+
+    /// The control area of a ring of `capacity` slots as validated (consumer side).
+    pub fn control_with(&self, capacity: u32) -> &Control {
+        // SAFETY: `init` and `validate` establish that the whole `shared_bytes(capacity)`
         // mapping follows the header, and `control_offset` is 64-aligned.
         unsafe {
-            &*((self as *const RingHeader as *const u8).add(control_offset(self.capacity))
+            &*((self as *const RingHeader as *const u8).add(control_offset(capacity))
                 as *const Control)
         }
     }
 
-    /// Checks a ring found in `len` bytes of shared memory before the daemon uses it.
-    pub fn validate(&self, len: usize) -> Result<(), WireError> {
+    /// Checks a ring found in `len` bytes of shared memory before the daemon uses it, and
+    /// returns its capacity as checked (read once), for the daemon to keep.
+    pub fn validate(&self, len: usize) -> Result<u32, WireError> {
         if self.magic != RING_MAGIC {
             return Err(WireError::BadMagic);
         }
@@ -477,17 +498,18 @@ impl RingHeader {
         if len < needed {
             return Err(WireError::TooSmall { needed, have: len });
         }
-        Ok(())
+        Ok(capacity)
     }
 
-    fn slot(&self, pos: u64) -> &Slot {
-        let index = (pos & (self.capacity as u64 - 1)) as usize;
+    /// The slot of `pos` in a ring of `capacity` slots, and its index.
+    fn slot(&self, capacity: u32, pos: u64) -> (&Slot, u64) {
+        let index = pos & (capacity as u64 - 1);
         // SAFETY: rings are only reachable through `init` or a successful `validate`, both of
         // which establish that `capacity` slots follow the header in the same mapping.
         unsafe {
             let slots = (self as *const RingHeader as *const u8).add(size_of::<RingHeader>())
                 as *const Slot;
-            &*slots.add(index)
+            (&*slots.add(index as usize), index)
         }
     }
 
@@ -498,10 +520,12 @@ impl RingHeader {
 
     /// As [`push`](Self::push), returning the position the event took (None when full).
     pub fn push_at(&self, event: &Event) -> Option<u64> {
+        let capacity = self.capacity;
         let mut pos = self.enqueue_pos.value.load(Ordering::Relaxed);
         loop {
-            let slot = self.slot(pos);
-            let seq = slot.seq.load(Ordering::Acquire);
+            let (slot, index) = self.slot(capacity, pos);
+            // A cancelled slot the consumer has not passed yet is as taken as a published one.
+            let seq = (slot.seq.load(Ordering::Acquire) & !CANCELLED).wrapping_add(index);
             let diff = seq.wrapping_sub(pos) as i64;
             if diff == 0 {
                 match self.enqueue_pos.value.compare_exchange_weak(
@@ -514,7 +538,8 @@ impl RingHeader {
                         // SAFETY: winning the CAS for `pos` gives this thread exclusive use of
                         // the slot until it publishes `pos + 1`.
                         unsafe { *slot.event.get() = *event };
-                        slot.seq.store(pos.wrapping_add(1), Ordering::Release);
+                        let published = pos.wrapping_add(1).wrapping_sub(index);
+                        slot.seq.store(published, Ordering::Release);
                         return Some(pos);
                     }
                     Err(current) => pos = current,
@@ -528,24 +553,67 @@ impl RingHeader {
         }
     }
 
-    /// Takes the next published event, if any. Only one consumer may call this at a time.
-    pub fn pop(&self) -> Option<Event> {
-        let pos = self.dequeue_pos.value.load(Ordering::Relaxed);
-        let slot = self.slot(pos);
-        let seq = slot.seq.load(Ordering::Acquire);
-        if seq != pos.wrapping_add(1) {
-            return None;
-        }
-        // SAFETY: seq == pos + 1 means the producer finished writing and released the slot to
-        // the (single) consumer. A hostile producer can only make us read garbage values,
-        // which callers validate; the read itself stays inside the mapping.
-        let event = unsafe { core::ptr::read_volatile(slot.event.get()) };
+    /// Takes back the event this producer published at `pos`, if the consumer has not taken it
+    /// yet: true if it never will. Any thread may cancel, but only an event it knows to be its
+    /// own at `pos` (the library: an object's allocation, under the lock that orders every
+    /// event about the object).
+    pub fn cancel(&self, pos: u64) -> bool {
+        let (slot, index) = self.slot(self.capacity, pos);
+        let published = pos.wrapping_add(1).wrapping_sub(index);
         slot.seq
-            .store(pos.wrapping_add(self.capacity as u64), Ordering::Release);
-        self.dequeue_pos
-            .value
-            .store(pos.wrapping_add(1), Ordering::Relaxed);
-        Some(event)
+            .compare_exchange(
+                published,
+                published | CANCELLED,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    /// Takes the next published event, if any, passing over cancelled ones. Only one consumer
+    /// may call this at a time.
+    pub fn pop(&self) -> Option<Event> {
+        self.pop_with(self.capacity, &mut 0)
+    }
+
+    /// As [`pop`](Self::pop), for a ring of `capacity` slots as validated (consumer side),
+    /// adding the cancelled events it passed over to `cancelled`. Passes over at most a ring's
+    /// worth of them per call (a producer that kept cancelling could otherwise hold it).
+    pub fn pop_with(&self, capacity: u32, cancelled: &mut u64) -> Option<Event> {
+        for _ in 0..capacity {
+            let pos = self.dequeue_pos.value.load(Ordering::Relaxed);
+            let (slot, index) = self.slot(capacity, pos);
+            let published = pos.wrapping_add(1).wrapping_sub(index);
+            let free = pos.wrapping_add(capacity as u64).wrapping_sub(index);
+            let seq = slot.seq.load(Ordering::Acquire);
+            let event = if seq == published {
+                // SAFETY: published: the producer finished writing and released the slot to
+                // the (single) consumer. A hostile producer can only make us read garbage
+                // values, which callers validate; the read itself stays inside the mapping.
+                let event = unsafe { core::ptr::read_volatile(slot.event.get()) };
+                // Taken for good only if the producer did not cancel it meanwhile.
+                slot.seq
+                    .compare_exchange(published, free, Ordering::AcqRel, Ordering::Acquire)
+                    .ok()
+                    .map(|_| event)
+            } else if seq == published | CANCELLED {
+                None
+            } else {
+                return None;
+            };
+            if event.is_none() {
+                // Cancelled: free the slot for the next lap and look at the next one.
+                *cancelled += 1;
+                slot.seq.store(free, Ordering::Release);
+            }
+            self.dequeue_pos
+                .value
+                .store(pos.wrapping_add(1), Ordering::Relaxed);
+            if event.is_some() {
+                return event;
+            }
+        }
+        None
     }
 
     /// Whether the producer that pushed at `pos` should ring the doorbell (write one byte to
@@ -749,6 +817,90 @@ mod tests {
         });
         drop(mem);
         assert!(seen.iter().all(|&c| c == 1));
+    }
+
+    #[test]
+    fn a_cancelled_event_is_never_consumed_and_frees_its_slot() {
+        let (_mem, r) = ring(4);
+        let positions: std::vec::Vec<u64> = (0..4).map(|i| r.push_at(&ev(i)).unwrap()).collect();
+        assert!(r.cancel(positions[1]));
+        assert!(!r.cancel(positions[1]), "once");
+        assert!(r.cancel(positions[3]));
+        let mut cancelled = 0;
+        assert_eq!(r.pop_with(4, &mut cancelled).map(|e| e.addr), Some(0));
+        assert!(!r.cancel(positions[0]), "too late: consumed");
+        assert_eq!(r.pop_with(4, &mut cancelled).map(|e| e.addr), Some(2));
+        assert_eq!(r.pop_with(4, &mut cancelled), None);
+        assert_eq!(cancelled, 2);
+        // Every slot is free again; a stale position from the last lap cancels nothing.
+        for i in 4..8 {
+            assert_eq!(r.push_at(&ev(i)), Some(i));
+        }
+        assert!(!r.cancel(positions[2]));
+        assert!((4..8).all(|i| r.pop().map(|e| e.addr) == Some(i)));
+        // A cancelled slot still waits for the consumer to pass it: a full ring drops (and
+        // does not spin) until it has.
+        for i in 8..12 {
+            assert_eq!(r.push_at(&ev(i)), Some(i));
+        }
+        assert!(r.cancel(8));
+        assert_eq!(r.push_at(&ev(12)), None);
+        assert_eq!(r.pop().map(|e| e.addr), Some(9));
+        assert_eq!(r.push_at(&ev(12)), Some(12));
+        assert_eq!(r.dropped.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn every_event_is_either_consumed_or_cancelled_never_both() {
+        use std::sync::atomic::AtomicBool;
+        let (mem, r) = ring(256);
+        let total = 100_000u64;
+        let done = AtomicBool::new(false);
+        let mut popped = vec![false; total as usize];
+        let cancelled_ok = std::thread::scope(|s| {
+            let producer = s.spawn(|| {
+                let mut cancelled = vec![false; total as usize];
+                let mut recent = std::collections::VecDeque::new();
+                for i in 0..total {
+                    let pos = loop {
+                        match r.push_at(&ev(i)) {
+                            Some(pos) => break pos,
+                            None => std::thread::yield_now(),
+                        }
+                    };
+                    recent.push_back((i, pos));
+                    // Take back every third event a few pushes later, as a free would.
+                    if recent.len() > 3 {
+                        let (j, pos) = recent.pop_front().unwrap();
+                        if j % 3 == 0 && r.cancel(pos) {
+                            cancelled[j as usize] = true;
+                        }
+                    }
+                }
+                done.store(true, Ordering::Release);
+                cancelled
+            });
+            let mut skipped = 0;
+            loop {
+                match r.pop_with(256, &mut skipped) {
+                    Some(e) => popped[e.addr as usize] = true,
+                    None if done.load(Ordering::Acquire) && r.backlog() == 0 => break,
+                    None => std::thread::yield_now(),
+                }
+            }
+            let cancelled = producer.join().unwrap();
+            assert_eq!(skipped, cancelled.iter().filter(|&&c| c).count() as u64);
+            cancelled
+        });
+        drop(mem);
+        for i in 0..total as usize {
+            assert!(
+                popped[i] != cancelled_ok[i],
+                "event {i}: popped {}",
+                popped[i]
+            );
+        }
+        assert!(cancelled_ok.iter().any(|&c| c), "some cancels won the race");
     }
 
     #[test]
