@@ -137,10 +137,10 @@ impl RingMapping {
         self.header().control_with(self.capacity)
     }
 
-    /// Takes the next event from the ring, adding the events the library took back that it
-    /// passed over to `cancelled`.
-    pub fn pop(&self, cancelled: &mut u64) -> Option<Event> {
-        self.header().pop_with(self.capacity, cancelled)
+    /// Takes the next event from the ring, showing `taken_back` each allocation the library
+    /// took back that it passes over.
+    pub fn pop(&self, taken_back: impl FnMut(&Event)) -> Option<Event> {
+        self.header().pop_with(self.capacity, taken_back)
     }
 }
 
@@ -455,8 +455,6 @@ pub struct Process {
     pub dropped_seen: u64,
     /// Bytes allocated since the daemon last took them (for the allocation trigger).
     pub allocated_unclaimed: u64,
-    /// The control area's `cancelled_bytes` as last read.
-    pub cancelled_bytes_seen: u64,
     /// Small-object blocks (start -> length): also in `objects`, but a resync, which
     /// re-announces only objects, must not forget them.
     pub blocks: BTreeMap<u64, u64>,
@@ -571,7 +569,6 @@ impl Process {
             resync: Resync::Idle,
             dropped_seen: 0,
             allocated_unclaimed: 0,
-            cancelled_bytes_seen: 0,
             blocks: BTreeMap::new(),
             pidfd: None,
             warm: None,
@@ -602,7 +599,16 @@ impl Process {
         while n < 1 << 20 {
             let mut len = 0;
             while len < DRAIN_BATCH {
-                match self.ring.pop(&mut self.stats.cancelled_allocations) {
+                // An allocation taken back still counts as allocated, for the allocation
+                // trigger (its length validated as an `Alloc`'s would be).
+                let (stats, unclaimed) = (&mut self.stats, &mut self.allocated_unclaimed);
+                let taken_back = |event: &Event| {
+                    stats.cancelled_allocations += 1;
+                    let len = event.len.min(MAX_OBJECT_BYTES);
+                    stats.allocated_bytes = stats.allocated_bytes.saturating_add(len);
+                    *unclaimed = unclaimed.saturating_add(len);
+                };
+                match self.ring.pop(taken_back) {
                     Some(event) => {
                         batch[len] = event;
                         len += 1;
@@ -630,20 +636,8 @@ impl Process {
                 break;
             }
         }
-        self.count_cancelled_bytes();
         self.request_resync_if_dropped(served);
         n
-    }
-
-    /// Counts the bytes of the allocations the library took back as allocated (for the
-    /// allocation trigger), from the control area's running total.
-    fn count_cancelled_bytes(&mut self) {
-        let total = self.ring.control().cancelled_bytes.load(Ordering::Relaxed);
-        // The library only adds; anything else is scribbling, and counts for nothing.
-        let new = total.saturating_sub(self.cancelled_bytes_seen);
-        self.cancelled_bytes_seen = total.max(self.cancelled_bytes_seen);
-        self.stats.allocated_bytes = self.stats.allocated_bytes.saturating_add(new);
-        self.allocated_unclaimed = self.allocated_unclaimed.saturating_add(new);
     }
 
     /// Applies one event from the ring.
@@ -1365,12 +1359,8 @@ pub(crate) mod tests {
         let taken_back = header.push_at(&alloc(0x10000)).unwrap();
         assert!(header.push(&alloc(0x20000)));
         // The library frees the first object before the daemon looks: it takes the report
-        // back, sends no free, and counts the bytes in the control area.
+        // back and sends no free.
         assert!(header.cancel(taken_back));
-        p.ring
-            .control()
-            .cancelled_bytes
-            .fetch_add(8192, Ordering::Relaxed);
         assert_eq!(p.drain(), 1);
         p.commit_pending();
         assert_eq!(p.objects.keys().copied().collect::<Vec<_>>(), [0x20000]);

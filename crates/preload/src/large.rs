@@ -72,7 +72,7 @@ const HUGE_PAGE_PAGES: usize = HUGE_PAGE_BYTES / PAGE_SIZE;
 const ADDRESS_BITS: u32 = 47;
 const GRANULES: usize = 1 << (ADDRESS_BITS - CHUNK_SHIFT);
 /// Independent allocator states (see "Shards" above). A power of two, less than 256.
-pub const SHARD_COUNT: usize = 8;
+const SHARD_COUNT: usize = 8;
 const SHARD_BITS: u32 = SHARD_COUNT.trailing_zeros();
 /// Chunks per shard: the owner table stores `(chunk << SHARD_BITS | shard) + 1` in a u16.
 const CHUNKS_PER_SHARD: usize = u16::MAX as usize >> SHARD_BITS;
@@ -545,12 +545,6 @@ fn owner(ptr: usize) -> Option<(usize, usize)> {
             Some((code & (SHARD_COUNT - 1), code >> SHARD_BITS))
         }
     }
-}
-
-/// The shard that owns `ptr` (whose lock every report about it is made under), if any.
-#[inline]
-pub fn shard_of(ptr: *const u8) -> Option<usize> {
-    owner(ptr as usize).map(|(shard, _)| shard)
 }
 
 /// True if `ptr` lies in memory this module manages.

@@ -134,39 +134,10 @@ pub fn push_alloc(extent: large::Extent, time_ns: u64, site: u64) -> u64 {
 pub fn push_free(extent: large::Extent, allocated: u64, time_ns: u64) {
     let Some(ring) = ring() else { return };
     if allocated != 0 && ring.cancel(allocated - 1) {
-        count_cancelled(ring, extent);
         return;
     }
     let (addr, len) = (extent.addr as u64, extent.len as u64);
     publish(ring, &event(EventKind::Free, 0, addr, len, time_ns, 0));
-}
-
-/// Bytes of taken-back allocations not yet added to the control area's count, per shard (each
-/// written only under its shard's lock), on lines of their own.
-#[repr(C, align(64))]
-struct CancelledBytes(AtomicU64);
-static CANCELLED: [CancelledBytes; large::SHARD_COUNT] =
-    [const { CancelledBytes(AtomicU64::new(0)) }; large::SHARD_COUNT];
-/// Taken-back bytes are added to the control area's count this many at a time.
-const CANCELLED_FLUSH_BYTES: u64 = 1 << 20;
-
-/// Counts the bytes of an object whose allocation report was taken back, for the daemon's
-/// allocation trigger (see `Control::cancelled_bytes`).
-fn count_cancelled(ring: &RingHeader, extent: large::Extent) {
-    let Some(shard) = large::shard_of(extent.addr as *const u8) else {
-        return;
-    };
-    // Under the shard's lock (`push_free`'s caller): a load and a store suffice.
-    let counter = &CANCELLED[shard].0;
-    let bytes = counter.load(Ordering::Relaxed) + extent.len as u64;
-    if bytes >= CANCELLED_FLUSH_BYTES {
-        ring.control()
-            .cancelled_bytes
-            .fetch_add(bytes, Ordering::Relaxed);
-        counter.store(0, Ordering::Relaxed);
-    } else {
-        counter.store(bytes, Ordering::Relaxed);
-    }
 }
 
 /// Pushes `event` into `ring`, ringing the daemon's doorbell when it is due; false if the ring

@@ -327,12 +327,7 @@ pub struct Control {
     _reserved0: u32,
     /// NUMA nodes of each tier, fastest first, as a bit mask of node ids below 64.
     pub tier_nodes: [AtomicU64; MAX_TIERS],
-    _pad0: [u8; 48],
-    /// Bytes of objects whose allocation the library took back from the ring when they were
-    /// freed ([`RingHeader::cancel`]), added a MiB or so at a time (written by the library): the
-    /// daemon counts them as allocated, for its allocation trigger.
-    pub cancelled_bytes: AtomicU64,
-    _pad1: [u8; 120],
+    _pad0: [u8; 176],
     /// Site id -> starting tier.
     pub sites: [SiteSlot; SITE_TABLE_SLOTS],
 }
@@ -573,44 +568,44 @@ impl RingHeader {
     /// Takes the next published event, if any, passing over cancelled ones. Only one consumer
     /// may call this at a time.
     pub fn pop(&self) -> Option<Event> {
-        self.pop_with(self.capacity, &mut 0)
+        self.pop_with(self.capacity, |_| {})
     }
 
     /// As [`pop`](Self::pop), for a ring of `capacity` slots as validated (consumer side),
-    /// adding the cancelled events it passed over to `cancelled`. Passes over at most a ring's
-    /// worth of them per call (a producer that kept cancelling could otherwise hold it).
-    pub fn pop_with(&self, capacity: u32, cancelled: &mut u64) -> Option<Event> {
+    /// calling `taken_back` with each cancelled event it passes over (its contents stay as
+    /// published: the producer writes a slot again only after the consumer has freed it).
+    /// Passes over at most a ring's worth of them per call (a producer that kept cancelling
+    /// could otherwise hold it).
+    pub fn pop_with(&self, capacity: u32, mut taken_back: impl FnMut(&Event)) -> Option<Event> {
         for _ in 0..capacity {
             let pos = self.dequeue_pos.value.load(Ordering::Relaxed);
             let (slot, index) = self.slot(capacity, pos);
             let published = pos.wrapping_add(1).wrapping_sub(index);
             let free = pos.wrapping_add(capacity as u64).wrapping_sub(index);
             let seq = slot.seq.load(Ordering::Acquire);
-            let event = if seq == published {
-                // SAFETY: published: the producer finished writing and released the slot to
-                // the (single) consumer. A hostile producer can only make us read garbage
-                // values, which callers validate; the read itself stays inside the mapping.
-                let event = unsafe { core::ptr::read_volatile(slot.event.get()) };
-                // Taken for good only if the producer did not cancel it meanwhile.
-                slot.seq
-                    .compare_exchange(published, free, Ordering::AcqRel, Ordering::Acquire)
-                    .ok()
-                    .map(|_| event)
-            } else if seq == published | CANCELLED {
-                None
-            } else {
+            if seq != published && seq != published | CANCELLED {
                 return None;
-            };
-            if event.is_none() {
+            }
+            // SAFETY: published (or published, then cancelled): the producer finished writing
+            // and released the slot to the (single) consumer. A hostile producer can only make
+            // us read garbage values, which callers validate; the read stays inside the mapping.
+            let event = unsafe { core::ptr::read_volatile(slot.event.get()) };
+            // Taken for good only if the producer did not cancel it, before or meanwhile.
+            let taken = seq == published
+                && slot
+                    .seq
+                    .compare_exchange(published, free, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok();
+            if !taken {
                 // Cancelled: free the slot for the next lap and look at the next one.
-                *cancelled += 1;
+                taken_back(&event);
                 slot.seq.store(free, Ordering::Release);
             }
             self.dequeue_pos
                 .value
                 .store(pos.wrapping_add(1), Ordering::Relaxed);
-            if event.is_some() {
-                return event;
+            if taken {
+                return Some(event);
             }
         }
         None
@@ -826,12 +821,17 @@ mod tests {
         assert!(r.cancel(positions[1]));
         assert!(!r.cancel(positions[1]), "once");
         assert!(r.cancel(positions[3]));
-        let mut cancelled = 0;
-        assert_eq!(r.pop_with(4, &mut cancelled).map(|e| e.addr), Some(0));
+        let mut cancelled = std::vec::Vec::new();
+        let mut pop = || r.pop_with(4, |e| cancelled.push(e.addr)).map(|e| e.addr);
+        assert_eq!(pop(), Some(0));
         assert!(!r.cancel(positions[0]), "too late: consumed");
-        assert_eq!(r.pop_with(4, &mut cancelled).map(|e| e.addr), Some(2));
-        assert_eq!(r.pop_with(4, &mut cancelled), None);
-        assert_eq!(cancelled, 2);
+        assert_eq!(pop(), Some(2));
+        assert_eq!(pop(), None);
+        assert_eq!(
+            cancelled,
+            [1, 3],
+            "the consumer is shown what was taken back"
+        );
         // Every slot is free again; a stale position from the last lap cancels nothing.
         for i in 4..8 {
             assert_eq!(r.push_at(&ev(i)), Some(i));
@@ -880,16 +880,19 @@ mod tests {
                 done.store(true, Ordering::Release);
                 cancelled
             });
-            let mut skipped = 0;
+            let mut skipped = vec![false; total as usize];
             loop {
-                match r.pop_with(256, &mut skipped) {
+                match r.pop_with(256, |e| skipped[e.addr as usize] = true) {
                     Some(e) => popped[e.addr as usize] = true,
                     None if done.load(Ordering::Acquire) && r.backlog() == 0 => break,
                     None => std::thread::yield_now(),
                 }
             }
             let cancelled = producer.join().unwrap();
-            assert_eq!(skipped, cancelled.iter().filter(|&&c| c).count() as u64);
+            assert_eq!(
+                skipped, cancelled,
+                "the consumer passes over exactly those taken back"
+            );
             cancelled
         });
         drop(mem);
