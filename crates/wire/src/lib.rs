@@ -145,7 +145,15 @@ pub mod event_flags {
     /// The event re-announces an object that was live before the ring was attached (a snapshot
     /// sent at attach time, after a fork or a daemon restart), not a fresh allocation.
     pub const SNAPSHOT: u32 = 1 << 0;
+    /// The object is of a site the daemon found short-lived ([`SiteAdvice::short_lived`]): the
+    /// library reports one in [`SHORT_LIVED_SAMPLE`] of its objects, and this is one of them.
+    pub const SAMPLED: u32 = 1 << 1;
 }
+
+/// Of the new objects of a short-lived site, the library reports one in this many (the others
+/// it allocates unreported): enough for the daemon to see that the site has changed, when one
+/// of them lives on.
+pub const SHORT_LIVED_SAMPLE: u32 = 64;
 
 /// Advice a program gives about its memory with `objtier_advise` (bits of an [`EventKind::Advise`]
 /// event's `flags`), in the spirit of the hints in Soft2LM's application-guided interface. The
@@ -304,13 +312,44 @@ pub const SITE_TABLE_SLOTS: usize = 4096;
 /// Longest probe sequence in the site table, for both the writer and the readers.
 pub const SITE_TABLE_MAX_PROBES: usize = 32;
 
-/// One entry of the site placement table.
+/// One entry of the site table.
 #[repr(C)]
 pub struct SiteSlot {
-    /// The site id; 0 marks an empty slot. Written once, after `tier_plus_one`.
+    /// The site id; 0 marks an empty slot. Written once, after `advice`.
     pub site: AtomicU64,
-    /// The tier new objects of this site start in, plus one; 0 means "no advice".
-    pub tier_plus_one: AtomicU64,
+    /// The daemon's advice on new objects of this site: in the low 32 bits the tier they start
+    /// in, plus one (0: no tier); [`SHORT_LIVED_BIT`] if they are short-lived. 0: no advice.
+    pub advice: AtomicU64,
+}
+
+/// In [`SiteSlot::advice`]: the site's objects die young (see [`SiteAdvice::short_lived`]).
+pub const SHORT_LIVED_BIT: u64 = 1 << 32;
+
+/// What the daemon advises about the new objects of a site.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SiteAdvice {
+    /// The tier they start in.
+    pub tier: Option<u32>,
+    /// They die young: so many of the site's objects died within half an interval, and none
+    /// lived longer, that reporting them costs the program and the daemon for nothing (an
+    /// object that dies within an interval never becomes a record). The library still gives
+    /// each its own pages, but reports only one in [`SHORT_LIVED_SAMPLE`] of them (with
+    /// [`event_flags::SAMPLED`]), and neither the allocation nor the free of the others.
+    pub short_lived: bool,
+}
+
+impl SiteAdvice {
+    fn from_raw(raw: u64) -> SiteAdvice {
+        let t = raw & 0xffff_ffff;
+        SiteAdvice {
+            tier: (t != 0 && t <= MAX_TIERS as u64).then(|| t as u32 - 1),
+            short_lived: raw & SHORT_LIVED_BIT != 0,
+        }
+    }
+
+    fn to_raw(self) -> u64 {
+        self.tier.map_or(0, |t| t as u64 + 1) | if self.short_lived { SHORT_LIVED_BIT } else { 0 }
+    }
 }
 
 /// The daemon-to-library half of the shared memory, at [`control_offset`]. The daemon is the
@@ -345,46 +384,66 @@ fn site_slot_index(site: u64, probe: usize) -> usize {
 }
 
 impl Control {
-    /// The tier the daemon wants new objects of `site` to start in, if any. Lock-free.
+    /// What the daemon advises about new objects of `site` (nothing for an unknown site).
+    /// Lock-free.
     #[inline]
-    pub fn site_tier(&self, site: u64) -> Option<u32> {
+    pub fn site_advice(&self, site: u64) -> SiteAdvice {
         if site == 0 {
-            return None;
+            return SiteAdvice::default();
         }
         for probe in 0..SITE_TABLE_MAX_PROBES {
             let slot = &self.sites[site_slot_index(site, probe)];
             match slot.site.load(Ordering::Acquire) {
-                0 => return None,
-                s if s == site => {
-                    let t = slot.tier_plus_one.load(Ordering::Relaxed);
-                    return (t != 0 && t <= MAX_TIERS as u64).then(|| t as u32 - 1);
-                }
+                0 => break,
+                s if s == site => return SiteAdvice::from_raw(slot.advice.load(Ordering::Relaxed)),
                 _ => {}
             }
         }
-        None
+        SiteAdvice::default()
     }
 
-    /// Sets (or with `None` clears) the starting tier of `site`. Only one writer (the daemon) may
-    /// call this. Returns false when the table has no room for a new site.
+    /// The tier the daemon wants new objects of `site` to start in, if any. Lock-free.
+    #[inline]
+    pub fn site_tier(&self, site: u64) -> Option<u32> {
+        self.site_advice(site).tier
+    }
+
+    /// Sets (or with `None` clears) the starting tier of `site`, keeping the rest of its advice.
+    /// Only one writer (the daemon) may call this. Returns false when the table has no room for
+    /// a new site.
     pub fn set_site_tier(&self, site: u64, tier: Option<u32>) -> bool {
+        self.update_site_advice(site, |advice| SiteAdvice { tier, ..advice })
+    }
+
+    /// Marks (or unmarks) `site` short-lived ([`SiteAdvice::short_lived`]), keeping its tier.
+    /// Only one writer (the daemon) may call this. Returns false when the table has no room for
+    /// a new site.
+    pub fn set_site_short_lived(&self, site: u64, short_lived: bool) -> bool {
+        self.update_site_advice(site, |advice| SiteAdvice {
+            short_lived,
+            ..advice
+        })
+    }
+
+    fn update_site_advice(&self, site: u64, change: impl FnOnce(SiteAdvice) -> SiteAdvice) -> bool {
         if site == 0 {
             return false;
         }
-        let value = tier.map_or(0, |t| t as u64 + 1);
         for probe in 0..SITE_TABLE_MAX_PROBES {
             let slot = &self.sites[site_slot_index(site, probe)];
             match slot.site.load(Ordering::Acquire) {
                 0 => {
+                    let value = change(SiteAdvice::default()).to_raw();
                     if value == 0 {
                         return true;
                     }
-                    slot.tier_plus_one.store(value, Ordering::Relaxed);
+                    slot.advice.store(value, Ordering::Relaxed);
                     slot.site.store(site, Ordering::Release);
                     return true;
                 }
                 s if s == site => {
-                    slot.tier_plus_one.store(value, Ordering::Relaxed);
+                    let old = SiteAdvice::from_raw(slot.advice.load(Ordering::Relaxed));
+                    slot.advice.store(change(old).to_raw(), Ordering::Relaxed);
                     return true;
                 }
                 _ => {}
@@ -939,6 +998,53 @@ mod tests {
             assert_eq!(c.site_tier(colliding(i)), Some(i as u32 % 3));
         }
         assert_eq!(c.site_tier(colliding(1000)), None);
+    }
+
+    #[test]
+    fn a_site_is_short_lived_and_placed_independently() {
+        let (_mem, r) = ring(8);
+        let c = r.control();
+        assert_eq!(c.site_advice(9), SiteAdvice::default());
+        assert!(c.set_site_short_lived(9, true));
+        assert_eq!(
+            c.site_advice(9),
+            SiteAdvice {
+                tier: None,
+                short_lived: true
+            }
+        );
+        assert!(c.set_site_tier(9, Some(2)));
+        assert_eq!(
+            c.site_advice(9),
+            SiteAdvice {
+                tier: Some(2),
+                short_lived: true
+            },
+            "placing keeps the mark"
+        );
+        assert!(c.set_site_short_lived(9, false));
+        assert_eq!(c.site_tier(9), Some(2), "unmarking keeps the tier");
+        assert!(!c.site_advice(9).short_lived);
+        // Clearing advice a site never had adds no entry.
+        assert!(c.set_site_short_lived(10, false));
+        assert_eq!(
+            c.sites
+                .iter()
+                .filter(|s| s.site.load(Ordering::Relaxed) == 10)
+                .count(),
+            0
+        );
+        // A value with the mark and an out-of-range tier: the mark still holds.
+        c.sites[site_slot_index(9, 0)]
+            .advice
+            .store(SHORT_LIVED_BIT | 99, Ordering::Relaxed);
+        assert_eq!(
+            c.site_advice(9),
+            SiteAdvice {
+                tier: None,
+                short_lived: true
+            }
+        );
     }
 
     #[test]
