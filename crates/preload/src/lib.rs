@@ -56,7 +56,7 @@ use arenas::owned_by_mimalloc;
 use core::cell::Cell;
 use core::ffi::c_void;
 use libmimalloc_sys as mi;
-use objtier_wire::{EventKind, PAGE_SIZE};
+use objtier_wire::{event_flags, EventKind, PAGE_SIZE};
 
 /// Rust-side allocations inside the library go straight to mimalloc, never through `malloc`.
 struct MimallocDirect;
@@ -122,6 +122,27 @@ pub fn write_stderr(args: core::fmt::Arguments<'_>) {
 thread_local! {
     /// Set while this thread runs objtier's own code that may allocate (unwinding, attaching).
     static IN_HOOK: Cell<bool> = const { Cell::new(false) };
+    /// Objects of short-lived sites this thread has allocated, to report one in
+    /// `SHORT_LIVED_SAMPLE` of them.
+    static SHORT_LIVED_SEEN: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Objects of more than this many bytes are reported even from a site the daemon found
+/// short-lived: few programs make them fast enough for their reports to cost much, and a large
+/// object is the one whose tier matters most if the daemon was wrong about its site.
+const SHORT_LIVED_MAX_BYTES: usize = 1 << 20;
+
+/// Whether this thread should report this object of a short-lived site: one in
+/// `SHORT_LIVED_SAMPLE`, so that the daemon still sees how long the site's objects live.
+#[inline]
+fn sample_short_lived() -> bool {
+    SHORT_LIVED_SEEN
+        .try_with(|seen| {
+            let n = seen.get().wrapping_add(1);
+            seen.set(n);
+            n % objtier_wire::SHORT_LIVED_SAMPLE == 0
+        })
+        .unwrap_or(true)
 }
 
 /// Marks this thread as inside objtier until dropped; None if it already was (re-entry).
@@ -216,12 +237,25 @@ fn allocate_tracked(
     } else {
         0
     };
+    let advice = control.map_or_else(Default::default, |c| c.site_advice(site));
+    // The daemon found that this site's objects die before it could ever tier them: they are
+    // allocated as any other, but only one in SHORT_LIVED_SAMPLE is reported (to show the
+    // daemon if that changes), and the others' frees are not reported either.
+    let (report, flags) = if advice.short_lived && size <= SHORT_LIVED_MAX_BYTES {
+        (sample_short_lived(), event_flags::SAMPLED)
+    } else {
+        (true, 0)
+    };
     // Where the daemon wants this site's new objects: the nodes of its tier, if it said.
     let nodes = control
-        .and_then(|c| c.site_tier(site).and_then(|tier| c.tier_nodes(tier)))
+        .and_then(|c| advice.tier.and_then(|tier| c.tier_nodes(tier)))
         .unwrap_or(0);
     let allocated = large::alloc(size, align.max(PAGE_SIZE), nodes, site, |extent| {
-        report::push_alloc(extent, now, site)
+        if report {
+            report::push_alloc(extent, now, site, flags)
+        } else {
+            report::UNREPORTED
+        }
     });
     // A program that allocates but no longer frees returns its idle cached memory too.
     large::purge_if_due(now);

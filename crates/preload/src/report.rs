@@ -113,27 +113,34 @@ pub fn push(kind: EventKind, flags: u32, extent: large::Extent, time_ns: u64, si
     }
 }
 
-/// Reports a new tracked object. Returns what [`push_free`] needs to take the report back (its
-/// position in the ring, plus one), or 0 if there was none (not attached, or the ring full).
+/// What `large` keeps for an object whose allocation was deliberately not reported (of a
+/// short-lived site, `SiteAdvice::short_lived`): its free is not reported either.
+pub const UNREPORTED: u64 = u64::MAX;
+
+/// Reports a new tracked object (`flags`: [`objtier_wire::event_flags`]). Returns what
+/// [`push_free`] needs to take the report back (its position in the ring, plus one), or 0 if
+/// there was none (not attached, or the ring full).
 #[inline]
-pub fn push_alloc(extent: large::Extent, time_ns: u64, site: u64) -> u64 {
+pub fn push_alloc(extent: large::Extent, time_ns: u64, site: u64, flags: u32) -> u64 {
     let Some(ring) = ring() else { return 0 };
     let (addr, len) = (extent.addr as u64, extent.len as u64);
-    publish_at(ring, &event(EventKind::Alloc, 0, addr, len, time_ns, site)).map_or(0, |pos| pos + 1)
+    let event = event(EventKind::Alloc, flags, addr, len, time_ns, site);
+    publish_at(ring, &event).map_or(0, |pos| pos + 1)
 }
 
 /// Reports that a tracked object was freed. If its allocation's report (`allocated`, from
 /// [`push_alloc`]) still waits in the ring, takes that back instead, and the daemon never hears
 /// of the object: it would have dropped an object that lived less than an interval anyway,
 /// after reading both events. A program that frees most of its tracked objects soon after
-/// allocating them sends a fraction of the events (bench/alloc `xthreads`: four threads).
+/// allocating them sends a fraction of the events (bench/alloc `xthreads`: four threads). An
+/// object whose allocation was not reported ([`UNREPORTED`]) is freed unreported too.
 ///
 /// Called under the lock of the shard that owns the object, as the allocation's report was:
 /// no other report about it can come between.
 #[inline]
 pub fn push_free(extent: large::Extent, allocated: u64, time_ns: u64) {
     let Some(ring) = ring() else { return };
-    if allocated != 0 && ring.cancel(allocated - 1) {
+    if allocated == UNREPORTED || (allocated != 0 && ring.cancel(allocated - 1)) {
         return;
     }
     let (addr, len) = (extent.addr as u64, extent.len as u64);
