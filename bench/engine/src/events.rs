@@ -45,6 +45,8 @@ pub struct Cost {
 /// Drains `events` events of the stream described above through a synthetic process.
 pub fn drain_cost(window: u64, events: u64) -> Result<Cost> {
     let (mut process, _peer) = Process::synthetic(1, 4242, 1 << 16, DEFAULT_SPLIT_BYTES)?;
+    // As the daemon runs by default: counting how each site's objects live.
+    process.young_ns = Some(objtier_policy::lifetimes::young_ns(2_000_000_000));
     let mut rng = Rng(0xd4a1_0000 + window);
     let mut pollution = vec![0u8; POLLUTION_BYTES];
     let heap_start = 0x7f00_0000_0000u64;
@@ -63,12 +65,14 @@ pub fn drain_cost(window: u64, events: u64) -> Result<Cost> {
         }
         Ok(())
     };
-    let event = |kind: EventKind, addr: u64, len: u64, site: u64| Event {
+    // A clock of 100 ns an event, so that the objects' lifetimes are counted as the daemon
+    // counts a program's.
+    let event = |kind: EventKind, addr: u64, len: u64, site: u64, pushed: u64| Event {
         kind: kind as u32,
         flags: 0,
         addr,
         len,
-        time_ns: 0,
+        time_ns: pushed * 100,
         site,
     };
     while pushed < events {
@@ -81,13 +85,13 @@ pub fn drain_cost(window: u64, events: u64) -> Result<Cost> {
         let len = pages * PAGE_SIZE as u64;
         push(
             &mut process,
-            event(EventKind::Alloc, addr, len, 1 + rng.next() % 64),
+            event(EventKind::Alloc, addr, len, 1 + rng.next() % 64, pushed),
         )?;
         live.push_back((addr, pages));
         pushed += 1;
         if live.len() as u64 > window {
             let (addr, pages) = live.pop_front().expect("the window is not empty");
-            push(&mut process, event(EventKind::Free, addr, 0, 0))?;
+            push(&mut process, event(EventKind::Free, addr, 0, 0, pushed))?;
             reusable[pages as usize].push(addr);
             pushed += 1;
         }
@@ -104,7 +108,7 @@ pub fn drain_cost(window: u64, events: u64) -> Result<Cost> {
             if since_commit >= COMMIT_EVERY {
                 since_commit = 0;
                 let start = cpu_ns();
-                process.commit_pending();
+                process.commit_pending(pushed * 100);
                 commit_ns += cpu_ns() - start;
             }
         }

@@ -24,6 +24,7 @@
 //! | `whole-records` | boolean | `--whole-records` |
 //! | `proactive` | boolean, or `"conservative"`, `"threshold[:F]"`, `"off"` | `--proactive` |
 //! | `warm-start` | boolean | `--warm-start on\|off` |
+//! | `short-lived-sites` | boolean | `--short-lived-sites on\|off` |
 //! | `site-store` | path of a directory | `--site-store` |
 //! | `rate-limit` | size (bytes per second) | `--rate-limit` |
 //! | `event` | perf event name | `--event` |
@@ -111,6 +112,7 @@ pub struct DaemonFile {
     pub whole_records: Option<bool>,
     pub proactive: Option<SwitchOrText>,
     pub warm_start: Option<bool>,
+    pub short_lived_sites: Option<bool>,
     pub site_store: Option<PathBuf>,
     pub rate_limit: Option<SizeValue>,
     pub event: Option<String>,
@@ -153,7 +155,7 @@ impl DaemonFile {
                 "{}; the keys are the daemon's long options: socket, interval, startup-interval, \
                  startup-window, alpha, fill, \
                  split, prioritization, trigger, source, tiers, fast-capacity, fast-reserve, \
-                 reclaim-cache, whole-records, proactive, warm-start, site-store, rate-limit, event, sample-period, ldlat, \
+                 reclaim-cache, whole-records, proactive, warm-start, short-lived-sites, site-store, rate-limit, event, sample-period, ldlat, \
                  damon-sample, damon-aggregate, damon-snapshots, damon-regions, proc-budget",
                 e.to_string().trim_end()
             )

@@ -174,6 +174,12 @@ struct DaemonArgs {
     /// [default: on].
     #[arg(long, value_parser = ["on", "off"])]
     warm_start: Option<String>,
+    /// Find allocation sites whose objects all die within half an interval (at least 10,000
+    /// over two intervals, none older), and have the library report only one in 64 of their
+    /// new objects (and none of the others' frees): on or off
+    /// [default: on].
+    #[arg(long, value_parser = ["on", "off"])]
+    short_lived_sites: Option<String>,
     /// Directory of the warm-start site store [default: /var/lib/objtier/sites for root, else
     /// $XDG_STATE_HOME/objtier/sites or ~/.local/state/objtier/sites].
     #[arg(long, value_name = "DIR")]
@@ -468,6 +474,11 @@ fn daemon_config(args: DaemonArgs) -> anyhow::Result<DaemonConfig> {
         args.warm_start.as_deref(),
         file.warm_start,
         config.warm_start,
+    );
+    config.short_lived_sites = switch(
+        args.short_lived_sites.as_deref(),
+        file.short_lived_sites,
+        config.short_lived_sites,
     );
     config.site_store = args.site_store.or(file.site_store);
     let damon_sample = text("damon-sample", &file.damon_sample, parse_duration)?;
@@ -1074,7 +1085,7 @@ mod tests {
             "fill = 0.8\ninterval = \"1s\"\nprioritization = \"lru\"\nsource = \"none\"\n\
              rate-limit = \"256M\"\nproactive = false\ntrigger = [\"time:2\", \"alloc:512M\"]\n\
              warm-start = false\nsite-store = \"/srv/sites\"\ndamon-regions = \"20-2000\"\n\
-             reclaim-cache = false\ndamon-snapshots = 8\n",
+             reclaim-cache = false\ndamon-snapshots = 8\nshort-lived-sites = false\n",
         )
         .unwrap();
         let path = file.to_str().unwrap();
@@ -1091,6 +1102,7 @@ mod tests {
         );
         assert!(!c.warm_start);
         assert!(!c.reclaim_cache);
+        assert!(!c.short_lived_sites);
         assert_eq!(c.site_store.as_deref(), Some(Path::new("/srv/sites")));
         assert_eq!((c.damon.min_regions, c.damon.max_regions), (20, 2000));
         assert_eq!(c.damon_snapshots, 8);
@@ -1109,8 +1121,11 @@ mod tests {
             "/elsewhere",
             "--reclaim-cache",
             "on",
+            "--short-lived-sites",
+            "on",
         ])
         .unwrap();
+        assert!(c.short_lived_sites);
         assert!(c.warm_start);
         assert!(c.reclaim_cache, "the command line wins");
         assert_eq!(c.site_store.as_deref(), Some(Path::new("/elsewhere")));
@@ -1146,6 +1161,7 @@ mod tests {
         assert_eq!(defaults.triggers, vec![TriggerSpec::Time(1)]);
         assert!(defaults.warm_start);
         assert!(defaults.reclaim_cache);
+        assert!(defaults.short_lived_sites);
         assert_eq!(
             defaults.site_store, None,
             "the default directory is chosen at start-up"

@@ -107,6 +107,10 @@ pub struct DaemonConfig {
     /// Warm start (`crate::sitestore`): save the site placements each program learnt, and apply
     /// them from the start of its next run.
     pub warm_start: bool,
+    /// Find allocation sites whose objects all die young, and have the library track only a
+    /// sample of their new objects (true; `--short-lived-sites off`): see
+    /// `objtier_policy::lifetimes`.
+    pub short_lived_sites: bool,
     /// Where the site store lives; None: [`default_site_store`].
     pub site_store: Option<PathBuf>,
     /// Most bytes migrated per second (`--rate-limit`); None: no limit beyond the step time.
@@ -154,6 +158,7 @@ impl DaemonConfig {
             record_parts: true,
             proactive: SitePlacement::Conservative,
             warm_start: true,
+            short_lived_sites: true,
             site_store: None,
             rate_limit_bytes_per_second: None,
             dry_run: false,

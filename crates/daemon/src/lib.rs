@@ -575,6 +575,10 @@ impl Daemon {
         process.fast_capacity_bytes =
             (hello.fast_capacity_bytes > 0).then_some(hello.fast_capacity_bytes);
         process.attached_ns = monotonic_ns();
+        process.young_ns = self
+            .config
+            .short_lived_sites
+            .then(|| objtier_policy::lifetimes::young_ns(self.config.interval.as_nanos() as u64));
         process.resident_bytes_by_tier = vec![0; tiers];
         process.pidfd = pidfd;
         self.processes.insert(id, process);

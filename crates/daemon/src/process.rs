@@ -19,6 +19,7 @@
 use crate::pending::PendingObjects;
 pub use crate::records::Records;
 use crate::sitestore::{Learnt, Program, Seen, StoredSite};
+use objtier_policy::lifetimes::{self, Lifetimes};
 use objtier_policy::split_ranges;
 use objtier_wire::{advice, event_flags, Control, Event, EventKind, RingHeader, PAGE_SIZE};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -305,6 +306,69 @@ pub struct ProcessStats {
     /// Allocations the library took back from the ring because the object was freed before
     /// the daemon read them (neither event reached the daemon; they count as ephemeral).
     pub cancelled_allocations: u64,
+    /// Allocations of short-lived sites the library reported as samples (one in
+    /// `SHORT_LIVED_SAMPLE`; the others it allocated unreported).
+    pub sampled_allocations: u64,
+}
+
+/// How one allocation site's objects have lived lately (`objtier_policy::lifetimes`).
+#[derive(Clone, Debug, Default)]
+pub struct SiteLives {
+    /// This interval so far.
+    pub current: Lifetimes,
+    /// The intervals before, the latest last (at most `lifetimes::SHORT_LIVED_WINDOW`).
+    pub past: Vec<Lifetimes>,
+    /// Marked short-lived in the control area's site table.
+    pub short_lived: bool,
+}
+
+/// Hashes a site id, which is a hash of a call path already, to itself: the lifetimes of a
+/// site are counted on every free, in the daemon's busiest loop.
+#[derive(Default)]
+pub struct SiteIdHasher(u64);
+
+impl std::hash::Hasher for SiteIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id;
+    }
+}
+
+pub type SiteMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<SiteIdHasher>>;
+
+/// Counts an object of `site` that lived from `created_ns` to `end_ns` (now, if it still
+/// lives), young or old for `young_ns`; one still young and live is not counted yet.
+#[inline]
+fn count_life(
+    lives: &mut SiteMap<SiteLives>,
+    young_ns: u64,
+    site: u64,
+    created_ns: u64,
+    end_ns: u64,
+    ended: bool,
+) {
+    if site == 0 {
+        return;
+    }
+    let young = end_ns.saturating_sub(created_ns) < young_ns;
+    if young && !ended {
+        return;
+    }
+    let current = &mut lives.entry(site).or_default().current;
+    if young {
+        current.young += 1;
+    } else {
+        current.old += 1;
+    }
 }
 
 /// A site as the library described it: return addresses, innermost first.
@@ -464,6 +528,17 @@ pub struct Process {
     pub pidfd: Option<std::os::fd::OwnedFd>,
     /// Warm start, when the daemon keeps a site store and knows the program.
     pub warm: Option<WarmStart>,
+    /// The age under which an object's death is young (`objtier_policy::lifetimes::young_ns`);
+    /// None when the daemon does not look for short-lived sites (`--short-lived-sites off`).
+    pub young_ns: Option<u64>,
+    /// Per site, how its objects lived (only with `young_ns`).
+    pub site_lives: SiteMap<SiteLives>,
+    /// Records made of objects still young (with `young_ns`): the next commits look at those
+    /// still live again, and count them old once they are.
+    pub young_records: Vec<(u64, Object)>,
+    /// Ask for a resync at the next drain, drops or not: a site is no longer short-lived, and
+    /// objects of it the library allocated unreported may still live.
+    pub resync_wanted: bool,
 }
 
 /// The advice bits of every advised range (start -> (len, bits)) that overlaps [start, start + len).
@@ -572,6 +647,10 @@ impl Process {
             blocks: BTreeMap::new(),
             pidfd: None,
             warm: None,
+            young_ns: None,
+            site_lives: SiteMap::default(),
+            young_records: Vec::new(),
+            resync_wanted: false,
         }
     }
 
@@ -602,11 +681,16 @@ impl Process {
                 // An allocation taken back still counts as allocated, for the allocation
                 // trigger (its length validated as an `Alloc`'s would be).
                 let (stats, unclaimed) = (&mut self.stats, &mut self.allocated_unclaimed);
+                let (lives, young_ns) = (&mut self.site_lives, self.young_ns);
                 let taken_back = |event: &Event| {
                     stats.cancelled_allocations += 1;
                     let len = event.len.min(MAX_OBJECT_BYTES);
                     stats.allocated_bytes = stats.allocated_bytes.saturating_add(len);
                     *unclaimed = unclaimed.saturating_add(len);
+                    // Freed before the daemon could read it: it died young.
+                    if let Some(young_ns) = young_ns {
+                        count_life(lives, young_ns, event.site, 0, 0, true);
+                    }
                 };
                 match self.ring.pop(taken_back) {
                     Some(event) => {
@@ -659,6 +743,9 @@ impl Process {
                     site: event.site,
                     created_ns: event.time_ns,
                 };
+                if event.flags & event_flags::SAMPLED != 0 {
+                    self.stats.sampled_allocations += 1;
+                }
                 if event.flags & event_flags::SNAPSHOT != 0 {
                     self.snapshot_object(event.addr, object);
                 } else {
@@ -666,10 +753,25 @@ impl Process {
                 }
             }
             Some(EventKind::Free) if valid_range => {
-                if self.pending.remove(&event.addr).is_some() {
+                let object = if let Some(object) = self.pending.remove(&event.addr) {
                     self.stats.ephemeral_objects += 1;
-                } else if !self.remove_object(event.addr) {
-                    self.stats.frees_of_unknown += 1;
+                    Some(object)
+                } else {
+                    let object = self.take_object(event.addr);
+                    if object.is_none() {
+                        self.stats.frees_of_unknown += 1;
+                    }
+                    object
+                };
+                if let (Some(object), Some(young_ns)) = (object, self.young_ns) {
+                    count_life(
+                        &mut self.site_lives,
+                        young_ns,
+                        object.site,
+                        object.created_ns,
+                        event.time_ns,
+                        true,
+                    );
                 }
             }
             // `site` is the start of the object moved from.
@@ -889,9 +991,12 @@ impl Process {
             }
         }
         let dropped = self.ring.header().dropped.load(Ordering::Relaxed);
-        if dropped == self.dropped_seen || !matches!(self.resync, Resync::Idle) {
+        if (dropped == self.dropped_seen && !self.resync_wanted)
+            || !matches!(self.resync, Resync::Idle)
+        {
             return;
         }
+        self.resync_wanted = false;
         let request = control
             .resync_served
             .load(Ordering::Acquire)
@@ -1217,9 +1322,12 @@ impl Process {
     }
 
     fn remove_object(&mut self, start: u64) -> bool {
-        let Some(object) = self.objects.remove(&start) else {
-            return false;
-        };
+        self.take_object(start).is_some()
+    }
+
+    /// Removes the object at `start` and its records and advice; returns it.
+    fn take_object(&mut self, start: u64) -> Option<Object> {
+        let object = self.objects.remove(&start)?;
         // Advice was about this object's memory; the next object there is another story.
         if !self.advice.is_empty() {
             let end = start + object.len;
@@ -1236,21 +1344,98 @@ impl Process {
         if self.records.remove_range(start..start + object.len) > 0 {
             self.records_generation += 1;
         }
-        true
+        Some(object)
     }
 
     /// End of interval: buffered allocations that survived become records.
     /// New records in the middle of the address space are staged; they are merged, and the
     /// records removed since are dropped, once they are enough to be worth a pass
     /// ([`Records::tidy`]).
-    pub fn commit_pending(&mut self) {
+    ///
+    /// With `young_ns`, objects at least that old at `now_ns` count as having lived long for
+    /// their sites, and the records made of younger ones are looked at again next time.
+    pub fn commit_pending(&mut self, now_ns: u64) {
         let mut pending = self.pending.drain();
         // In address order: those past the last record are appended, not staged.
         pending.sort_unstable_by_key(|&(start, _)| start);
+        if let Some(young_ns) = self.young_ns {
+            // Records made young at earlier commits, if they live on (the same object: a new
+            // one at the same start was made at another time), may be old by now.
+            let (objects, lives) = (&self.objects, &mut self.site_lives);
+            self.young_records.retain(|(start, object)| {
+                let alive = objects.get(start).is_some_and(|o| o == object);
+                let old = now_ns.saturating_sub(object.created_ns) >= young_ns;
+                if alive && old {
+                    count_life(
+                        lives,
+                        young_ns,
+                        object.site,
+                        object.created_ns,
+                        now_ns,
+                        false,
+                    );
+                }
+                alive && !old
+            });
+            for (start, object) in &pending {
+                if object.site == 0 {
+                    continue;
+                }
+                if now_ns.saturating_sub(object.created_ns) >= young_ns {
+                    count_life(
+                        lives,
+                        young_ns,
+                        object.site,
+                        object.created_ns,
+                        now_ns,
+                        false,
+                    );
+                } else {
+                    self.young_records.push((*start, *object));
+                }
+            }
+        }
         for (start, object) in pending {
             self.insert_object(start, object);
         }
         self.records.tidy();
+    }
+
+    /// End of interval: judges each site by how its objects lived in the last intervals
+    /// (`objtier_policy::lifetimes::short_lived`), and marks or unmarks it short-lived in the
+    /// control area. A site placed in a tier is never short-lived: its placement would be
+    /// ignored. Returns the sites whose mark changed, with their new state.
+    pub fn judge_sites(&mut self) -> Vec<(u64, bool)> {
+        let mut changed = Vec::new();
+        if self.young_ns.is_none() {
+            return changed;
+        }
+        let control = self.ring.control();
+        for (&site, lives) in self.site_lives.iter_mut() {
+            lives.past.push(std::mem::take(&mut lives.current));
+            if lives.past.len() > lifetimes::SHORT_LIVED_WINDOW {
+                lives.past.remove(0);
+            }
+            let short_lived = !self.placements.contains_key(&site)
+                && lifetimes::short_lived(lives.short_lived, &lives.past);
+            if short_lived != lives.short_lived && control.set_site_short_lived(site, short_lived) {
+                lives.short_lived = short_lived;
+                changed.push((site, short_lived));
+            }
+        }
+        // The site's objects allocated unreported while it was short-lived: those still live
+        // are learnt from a resync.
+        self.resync_wanted |= changed.iter().any(|&(_, short_lived)| !short_lived);
+        // A site none of whose objects ended or grew old in the window is forgotten, unless
+        // it is short-lived (its samples may be rare).
+        self.site_lives
+            .retain(|_, l| l.short_lived || l.past.iter().any(|p| p.young + p.old > 0));
+        changed
+    }
+
+    /// Sites marked short-lived now.
+    pub fn short_lived_sites(&self) -> usize {
+        self.site_lives.values().filter(|l| l.short_lived).count()
     }
 
     /// Adds `weight` sampled accesses spread over `[start, end)` to the overlapping records,
@@ -1362,7 +1547,7 @@ pub(crate) mod tests {
         // back and sends no free.
         assert!(header.cancel(taken_back));
         assert_eq!(p.drain(), 1);
-        p.commit_pending();
+        p.commit_pending(0);
         assert_eq!(p.objects.keys().copied().collect::<Vec<_>>(), [0x20000]);
         assert_eq!(p.stats.cancelled_allocations, 1);
         assert_eq!(
@@ -1386,6 +1571,117 @@ pub(crate) mod tests {
         assert_eq!(p.ring.control().site_tier(5), Some(1));
     }
 
+    /// Pushes a `kind` event of `site` at `time_ns`, draining first if the ring is full.
+    fn push_at(p: &mut Process, kind: EventKind, addr: u64, time_ns: u64, site: u64, flags: u32) {
+        let event = Event {
+            kind: kind as u32,
+            flags,
+            addr,
+            len: if kind == EventKind::Alloc { 8192 } else { 0 },
+            time_ns,
+            site,
+        };
+        // Drained before the ring (of 64 slots) fills: a refused push counts as a drop.
+        if p.ring.header().backlog() >= 60 {
+            p.drain();
+        }
+        assert!(p.ring.header().push(&event));
+    }
+
+    /// `n` objects of `site`, each freed 10 ns after its allocation, from `t` on.
+    fn churn(p: &mut Process, site: u64, n: u64, t: u64) {
+        for i in 0..n {
+            let addr = 0x1000_0000 + (i % 50) * 0x10000;
+            push_at(p, EventKind::Alloc, addr, t + i, site, 0);
+            push_at(p, EventKind::Free, addr, t + i + 10, 0, 0);
+        }
+        p.drain();
+    }
+
+    #[test]
+    fn a_site_whose_objects_all_die_young_is_short_lived_until_a_sample_lives_long() {
+        let (mut p, _peer) = process();
+        let young_ns = 1_000_000;
+        p.young_ns = Some(young_ns);
+        let (churning, keeping, placed) = (0x7007, 0x8008, 0x9009);
+        p.place_site(placed, Some(1));
+        for interval in 0..2 {
+            let t = interval * 10 * young_ns;
+            churn(&mut p, churning, 6_000, t);
+            churn(&mut p, placed, 6_000, t);
+            // The keeping site churns as much, but one of its objects lives long.
+            churn(&mut p, keeping, 6_000, t);
+            let kept = 0x5000_0000 + interval * 0x10000;
+            push_at(&mut p, EventKind::Alloc, kept, t, keeping, 0);
+            p.drain();
+            p.commit_pending(t + 2 * young_ns);
+            let judged = p.judge_sites();
+            if interval == 0 {
+                assert!(judged.is_empty(), "one interval is not enough: {judged:?}");
+            } else {
+                assert_eq!(judged, [(churning, true)]);
+            }
+        }
+        let control = p.ring.control();
+        assert!(control.site_advice(churning).short_lived);
+        assert!(!control.site_advice(keeping).short_lived);
+        assert_eq!(
+            control.site_advice(placed),
+            objtier_wire::SiteAdvice {
+                tier: Some(1),
+                short_lived: false
+            },
+            "a placed site keeps its placement"
+        );
+        assert_eq!(p.short_lived_sites(), 1);
+        // The library now sends one sample in 64; a quiet interval or a young sample keeps the
+        // mark, a sample that lives long ends it.
+        assert!(p.judge_sites().is_empty());
+        let t = 100 * young_ns;
+        push_at(
+            &mut p,
+            EventKind::Alloc,
+            0x6000_0000,
+            t,
+            churning,
+            event_flags::SAMPLED,
+        );
+        push_at(&mut p, EventKind::Free, 0x6000_0000, t + 5, 0, 0);
+        push_at(
+            &mut p,
+            EventKind::Alloc,
+            0x6001_0000,
+            t,
+            churning,
+            event_flags::SAMPLED,
+        );
+        p.drain();
+        p.commit_pending(t + young_ns / 2);
+        assert!(p.judge_sites().is_empty(), "still young at the commit");
+        assert_eq!(p.stats.sampled_allocations, 2);
+        // Never freed: the next commit finds it old.
+        p.commit_pending(t + young_ns);
+        assert_eq!(p.judge_sites(), [(churning, false)], "lived on");
+        assert!(!p.ring.control().site_advice(churning).short_lived);
+        assert_eq!(p.short_lived_sites(), 0);
+        // Its objects allocated unreported meanwhile may live: the library is asked to
+        // re-announce every live object.
+        assert_eq!(p.stats.resyncs, 0, "no drops");
+        assert_eq!(p.ring.control().resync_request.load(Ordering::Relaxed), 0);
+        p.drain();
+        assert_eq!(p.ring.control().resync_request.load(Ordering::Relaxed), 1);
+        assert!(!p.resync_wanted);
+    }
+
+    #[test]
+    fn without_young_ns_no_site_is_judged() {
+        let (mut p, _peer) = process();
+        churn(&mut p, 0x7007, 20_000, 0);
+        p.commit_pending(0);
+        assert!(p.judge_sites().is_empty());
+        assert!(p.site_lives.is_empty(), "nothing counted");
+    }
+
     #[test]
     fn ephemeral_objects_never_become_records() {
         let (mut p, _peer) = process();
@@ -1393,7 +1689,7 @@ pub(crate) mod tests {
         push(&p, EventKind::Alloc, 0x20000, 4096, 0);
         push(&p, EventKind::Free, 0x10000, 0, 0);
         assert_eq!(p.drain(), 3);
-        p.commit_pending();
+        p.commit_pending(0);
         assert_eq!(p.records.len(), 1);
         assert_eq!(p.stats.ephemeral_objects, 1);
         push(&p, EventKind::Free, 0x20000, 0, 0);
@@ -1543,7 +1839,7 @@ pub(crate) mod tests {
                 p.drain();
             }
             if step % 997 == 0 {
-                p.commit_pending();
+                p.commit_pending(0);
             }
             if step % 16 == 0 {
                 let mut known: Model<u64, u64> =
@@ -1583,7 +1879,7 @@ pub(crate) mod tests {
             ..Event::default()
         }));
         p.drain();
-        p.commit_pending();
+        p.commit_pending(0);
         assert_eq!(p.stats.invalid_events, 6);
         assert!(p.records.is_empty());
     }
@@ -1701,7 +1997,7 @@ pub(crate) mod tests {
         );
         assert_eq!(p.pending.get(&0xa0000).map(|o| o.site), Some(0));
         assert!(!p.pending.contains_key(&0x10000));
-        p.commit_pending();
+        p.commit_pending(0);
         assert_eq!(p.records.len(), 2);
     }
 

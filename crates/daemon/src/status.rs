@@ -52,6 +52,9 @@ pub fn status_json(d: &Daemon) -> Value {
                 "events_dropped": header.dropped.load(std::sync::atomic::Ordering::Relaxed),
                 "stats": p.stats,
                 "sites": sites_json(p),
+                // Sites whose objects all die young: the library reports one in
+                // SHORT_LIVED_SAMPLE of their new objects (`objtier_policy::lifetimes`).
+                "short_lived_sites": short_lived_sites_json(p),
                 "hottest_records": hottest_records_json(p),
                 "advised_ranges": p.advice.len(),
                 // The program's store file, how many sites it remembered, and how many were
@@ -92,6 +95,7 @@ pub fn status_json(d: &Daemon) -> Value {
             "dry_run": d.config.dry_run,
             "reclaim_cache": d.config.reclaim_cache,
             "proactive": d.config.proactive.to_string(),
+            "short_lived_sites": d.config.short_lived_sites,
             "policy": d.policy.describe(),
             "warm_start": d.site_store.is_some(),
             "site_store": d.site_store.as_ref().map(|s| s.dir()),
@@ -163,6 +167,26 @@ fn sites_json(p: &crate::process::Process) -> Vec<Value> {
                 "frames": frames.and_then(|f| f.names.clone()).or_else(|| {
                     frames.map(|f| f.ips.iter().map(|ip| format!("?+{ip:#x}")).collect())
                 }).or_else(|| p.warm.as_ref().and_then(|w| w.predicted.get(&site).cloned())),
+            })
+        })
+        .collect()
+}
+
+fn short_lived_sites_json(p: &crate::process::Process) -> Vec<Value> {
+    let mut sites: Vec<u64> = p
+        .site_lives
+        .iter()
+        .filter(|(_, lives)| lives.short_lived)
+        .map(|(&site, _)| site)
+        .collect();
+    sites.sort_unstable();
+    sites
+        .into_iter()
+        .take(STATUS_SITES)
+        .map(|site| {
+            json!({
+                "site": format!("{site:#018x}"),
+                "frames": p.sites.get(&site).and_then(|f| f.names.clone()),
             })
         })
         .collect()

@@ -794,10 +794,33 @@ impl Daemon {
         self.follow_records()
     }
 
+    /// Marks and unmarks short-lived sites by how their objects lived (`Process::judge_sites`).
+    fn judge_sites(&mut self) {
+        for p in self.processes.values_mut() {
+            for (site, short_lived) in p.judge_sites() {
+                if short_lived {
+                    tracing::info!(
+                        pid = p.pid,
+                        site = format_args!("{site:#x}"),
+                        "short-lived site: its objects all died within half an interval; the library now reports one in {} of its new objects",
+                        objtier_wire::SHORT_LIVED_SAMPLE
+                    );
+                } else {
+                    tracing::info!(
+                        pid = p.pid,
+                        site = format_args!("{site:#x}"),
+                        "site no longer short-lived: one of its objects lived longer; the library reports all of its new objects again"
+                    );
+                }
+            }
+        }
+    }
+
     /// Makes the allocations buffered since the last call records.
     fn commit_new_objects(&mut self) {
+        let now = crate::monotonic_ns();
         for p in self.processes.values_mut() {
-            p.commit_pending();
+            p.commit_pending(now);
         }
     }
 
@@ -855,6 +878,7 @@ impl Daemon {
         // fell on such a table and were dropped, and it was freed before the next plan); perf
         // samples every address. Objects already freed are gone, and their samples with them.
         self.commit_new_objects();
+        self.judge_sites();
         let latest_by_pid = self.latest_connection_by_pid();
         match self.source.observe() {
             Ok(observations) => {
