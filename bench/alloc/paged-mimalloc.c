@@ -6,9 +6,8 @@
  * pages wastes at most 25 % of them (OBJTIER_TRACK_MAX_WASTE's default) start on a page boundary
  * and end on one. This shim makes mimalloc do the same for malloc, calloc and realloc, with
  * mimalloc's own aligned allocation, so that the benchmark can tell the price of that layout
- * (which any allocator would pay: the program's accesses to the first bytes of page-aligned
- * objects all fall in the same cache sets, and a rounded-up object touches more memory) from the
- * price of libobjtier's implementation of it.
+ * (which any allocator would pay: a rounded-up object touches more memory, and more pages are
+ * faulted in) from the price of libobjtier's implementation of it.
  *
  * Preloaded before mimalloc itself, which serves everything else (free, posix_memalign,
  * malloc_usable_size, C++ new and delete):

@@ -909,6 +909,16 @@ fn print_status(reply: &serde_json::Value) {
                 mib(&site["bytes"]),
             );
         }
+        for site in p["short_lived_sites"].as_array().into_iter().flatten() {
+            println!(
+                "    site {}: short-lived (one object in {} reported); at {}",
+                site["site"].as_str().unwrap_or("?"),
+                objtier_wire::SHORT_LIVED_SAMPLE,
+                site["frames"][0]
+                    .as_str()
+                    .unwrap_or("(frames not yet known)")
+            );
+        }
     }
 }
 
