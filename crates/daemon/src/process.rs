@@ -1362,35 +1362,28 @@ impl Process {
             // Records made young at earlier commits, if they live on (the same object: a new
             // one at the same start was made at another time), may be old by now.
             let (objects, lives) = (&self.objects, &mut self.site_lives);
+            let young = |object: &Object| now_ns.saturating_sub(object.created_ns) < young_ns;
+            // Counted only once old (an object still live and young has not lived yet).
+            let mut count = |object: &Object| {
+                count_life(
+                    lives,
+                    young_ns,
+                    object.site,
+                    object.created_ns,
+                    now_ns,
+                    false,
+                )
+            };
             self.young_records.retain(|(start, object)| {
                 let alive = objects.get(start).is_some_and(|o| o == object);
-                let old = now_ns.saturating_sub(object.created_ns) >= young_ns;
-                if alive && old {
-                    count_life(
-                        lives,
-                        young_ns,
-                        object.site,
-                        object.created_ns,
-                        now_ns,
-                        false,
-                    );
+                if alive {
+                    count(object);
                 }
-                alive && !old
+                alive && young(object)
             });
             for (start, object) in &pending {
-                if object.site == 0 {
-                    continue;
-                }
-                if now_ns.saturating_sub(object.created_ns) >= young_ns {
-                    count_life(
-                        lives,
-                        young_ns,
-                        object.site,
-                        object.created_ns,
-                        now_ns,
-                        false,
-                    );
-                } else {
+                count(object);
+                if object.site != 0 && young(object) {
                     self.young_records.push((*start, *object));
                 }
             }
