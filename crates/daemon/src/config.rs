@@ -107,7 +107,7 @@ pub struct DaemonConfig {
     /// Warm start (`crate::sitestore`): save the site placements each program learnt, and apply
     /// them from the start of its next run.
     pub warm_start: bool,
-    /// Find allocation sites whose objects all die young, and have the library track only a
+    /// Find allocation sites whose objects all die young, and have the library report only a
     /// sample of their new objects (true; `--short-lived-sites off`): see
     /// `objtier_policy::lifetimes`.
     pub short_lived_sites: bool,

@@ -346,7 +346,8 @@ impl std::hash::Hasher for SiteIdHasher {
 pub type SiteMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<SiteIdHasher>>;
 
 /// Counts an object of `site` that lived from `created_ns` to `end_ns` (now, if it still
-/// lives), young or old for `young_ns`; one still young and live is not counted yet.
+/// lives), young or old for `young_ns`. One still young and live is not counted yet: true for
+/// it (to be looked at again), false once counted or for site 0.
 #[inline]
 fn count_life(
     lives: &mut SiteMap<SiteLives>,
@@ -355,13 +356,13 @@ fn count_life(
     created_ns: u64,
     end_ns: u64,
     ended: bool,
-) {
+) -> bool {
     if site == 0 {
-        return;
+        return false;
     }
     let young = end_ns.saturating_sub(created_ns) < young_ns;
     if young && !ended {
-        return;
+        return true;
     }
     let current = &mut lives.entry(site).or_default().current;
     if young {
@@ -369,6 +370,7 @@ fn count_life(
     } else {
         current.old += 1;
     }
+    false
 }
 
 /// A site as the library described it: return addresses, innermost first.
@@ -1362,8 +1364,7 @@ impl Process {
             // Records made young at earlier commits, if they live on (the same object: a new
             // one at the same start was made at another time), may be old by now.
             let (objects, lives) = (&self.objects, &mut self.site_lives);
-            let young = |object: &Object| now_ns.saturating_sub(object.created_ns) < young_ns;
-            // Counted only once old (an object still live and young has not lived yet).
+            // Counted once old; true while still young.
             let mut count = |object: &Object| {
                 count_life(
                     lives,
@@ -1375,15 +1376,10 @@ impl Process {
                 )
             };
             self.young_records.retain(|(start, object)| {
-                let alive = objects.get(start).is_some_and(|o| o == object);
-                if alive {
-                    count(object);
-                }
-                alive && young(object)
+                objects.get(start).is_some_and(|o| o == object) && count(object)
             });
             for (start, object) in &pending {
-                count(object);
-                if object.site != 0 && young(object) {
+                if count(object) {
                     self.young_records.push((*start, *object));
                 }
             }
@@ -1426,9 +1422,16 @@ impl Process {
         changed
     }
 
-    /// Sites marked short-lived now.
-    pub fn short_lived_sites(&self) -> usize {
-        self.site_lives.values().filter(|l| l.short_lived).count()
+    /// Sites marked short-lived now, in order.
+    pub fn short_lived_sites(&self) -> Vec<u64> {
+        let mut sites: Vec<u64> = self
+            .site_lives
+            .iter()
+            .filter(|(_, lives)| lives.short_lived)
+            .map(|(&site, _)| site)
+            .collect();
+        sites.sort_unstable();
+        sites
     }
 
     /// Adds `weight` sampled accesses spread over `[start, end)` to the overlapping records,
@@ -1626,7 +1629,7 @@ pub(crate) mod tests {
             },
             "a placed site keeps its placement"
         );
-        assert_eq!(p.short_lived_sites(), 1);
+        assert_eq!(p.short_lived_sites(), [churning]);
         // The library now sends one sample in 64; a quiet interval or a young sample keeps the
         // mark, a sample that lives long ends it.
         assert!(p.judge_sites().is_empty());
@@ -1656,7 +1659,7 @@ pub(crate) mod tests {
         p.commit_pending(t + young_ns);
         assert_eq!(p.judge_sites(), [(churning, false)], "lived on");
         assert!(!p.ring.control().site_advice(churning).short_lived);
-        assert_eq!(p.short_lived_sites(), 0);
+        assert!(p.short_lived_sites().is_empty());
         // Its objects allocated unreported meanwhile may live: the library is asked to
         // re-announce every live object.
         assert_eq!(p.stats.resyncs, 0, "no drops");

@@ -173,14 +173,7 @@ fn sites_json(p: &crate::process::Process) -> Vec<Value> {
 }
 
 fn short_lived_sites_json(p: &crate::process::Process) -> Vec<Value> {
-    let mut sites: Vec<u64> = p
-        .site_lives
-        .iter()
-        .filter(|(_, lives)| lives.short_lived)
-        .map(|(&site, _)| site)
-        .collect();
-    sites.sort_unstable();
-    sites
+    p.short_lived_sites()
         .into_iter()
         .take(STATUS_SITES)
         .map(|site| {

@@ -145,8 +145,9 @@ pub mod event_flags {
     /// The event re-announces an object that was live before the ring was attached (a snapshot
     /// sent at attach time, after a fork or a daemon restart), not a fresh allocation.
     pub const SNAPSHOT: u32 = 1 << 0;
-    /// The object is of a site the daemon found short-lived ([`crate::SiteAdvice::short_lived`]): the
-    /// library reports one in [`crate::SHORT_LIVED_SAMPLE`] of its objects, and this is one of them.
+    /// The object is of a site the daemon found short-lived
+    /// ([`crate::SiteAdvice::short_lived`]): the library reports one in
+    /// [`crate::SHORT_LIVED_SAMPLE`] of its objects, and this is one of them.
     pub const SAMPLED: u32 = 1 << 1;
 }
 
