@@ -5,7 +5,7 @@
  * calling the site short-lived, and learn every buffer the library allocated unreported
  * meanwhile that still lives.
  *
- *   temp_buffers DIR
+ *   temp_buffers DIR [SECONDS]
  *
  * Two threads allocate 8-32 KiB buffers from one call site (`make_buffer`), fill, check and free
  * them; DIR/allocs holds the buffers allocated so far, rewritten every 100 ms. When DIR/keep
@@ -14,6 +14,9 @@
  * waits for DIR/stop, allocating and freeing a 16 KiB buffer (from another site) every 10 ms
  * meanwhile: the library answers the daemon's requests on its tracked allocations. It then
  * checks every kept buffer and prints "temp_buffers ok kept=N".
+ *
+ * With SECONDS, the threads only churn, for that long, and the program exits printing
+ * "temp_buffers ok churned=N": a short run of the program, for warm start.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -115,13 +118,29 @@ static void sleep_ms(long ms) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: temp_buffers DIR\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: temp_buffers DIR [SECONDS]\n");
         return 2;
     }
     dir = argv[1];
     pthread_t threads[THREADS];
     for (int t = 0; t < THREADS; t++) pthread_create(&threads[t], NULL, churn, (void *)(intptr_t)t);
+    if (argc == 3) {
+        sleep_ms(atol(argv[2]) * 1000);
+        atomic_store(&stopped, 1);
+        long bad = 0;
+        for (int t = 0; t < THREADS; t++) {
+            void *result;
+            pthread_join(threads[t], &result);
+            bad += (long)(intptr_t)result;
+        }
+        if (bad) {
+            printf("temp_buffers: %ld corrupted bytes\n", bad);
+            return 1;
+        }
+        printf("temp_buffers ok churned=%ld\n", atomic_load(&allocated));
+        return 0;
+    }
     while (!exists("keep")) {
         write_file("allocs", atomic_load(&allocated));
         sleep_ms(100);

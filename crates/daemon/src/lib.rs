@@ -242,7 +242,7 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
     // What the attached processes learnt outlives the daemon.
     let ids: Vec<u64> = daemon.processes.keys().copied().collect();
     for id in ids {
-        daemon.save_sites(id);
+        daemon.save_sites(id, true);
     }
     daemon.source.release();
     let _ = std::fs::remove_file(&daemon.config.socket_path);
@@ -575,10 +575,11 @@ impl Daemon {
         process.fast_capacity_bytes =
             (hello.fast_capacity_bytes > 0).then_some(hello.fast_capacity_bytes);
         process.attached_ns = monotonic_ns();
+        process.interval_ns = self.config.interval.as_nanos() as u64;
         process.young_ns = self
             .config
             .short_lived_sites
-            .then(|| objtier_policy::lifetimes::young_ns(self.config.interval.as_nanos() as u64));
+            .then(|| objtier_policy::lifetimes::young_ns(process.interval_ns));
         process.resident_bytes_by_tier = vec![0; tiers];
         process.pidfd = pidfd;
         self.processes.insert(id, process);
@@ -611,8 +612,9 @@ impl Daemon {
         });
     }
 
-    /// Gives process `id` the store's knowledge of `program`, and places the remembered sites
-    /// whose modules its memory map (read only if something is remembered) shows.
+    /// Gives process `id` the store's knowledge of `program`, and places (or marks short-lived)
+    /// the remembered sites whose modules its memory map shows. The map is kept for naming the
+    /// sites of a run that ends before an interval does.
     pub fn warm_start(
         &mut self,
         id: u64,
@@ -632,10 +634,10 @@ impl Daemon {
             sites,
             self.topology.tiers.len(),
         ));
-        let placed = if remembered > 0 {
-            read_maps(p.pid).map_or(0, |maps| p.predict_sites(&maps))
-        } else {
-            0
+        p.last_maps = read_maps(p.pid);
+        let (placed, short_lived) = match &p.last_maps {
+            Some(maps) if remembered > 0 => p.predict_sites(&maps.clone()),
+            _ => (0, 0),
         };
         if remembered > 0 {
             tracing::info!(
@@ -643,7 +645,8 @@ impl Daemon {
                 exe,
                 remembered,
                 placed,
-                "warm start: sites remembered from an earlier run; placed now those whose modules are mapped"
+                short_lived,
+                "warm start: sites remembered from an earlier run; placed (or marked short-lived) now those whose modules are mapped"
             );
         }
     }
@@ -653,16 +656,17 @@ impl Daemon {
         if let Some(mut p) = self.processes.remove(&id) {
             p.drain();
             if let Some(store) = &self.site_store {
-                p.save_sites(store);
+                p.save_sites(store, monotonic_ns(), true);
             }
             tracing::info!(pid = p.pid, objects = p.objects.len(), "process detached");
         }
     }
 
-    /// Saves what process `id` learnt, if anything changed since its last save.
-    pub fn save_sites(&mut self, id: u64) {
+    /// Saves what process `id` learnt, if anything changed since its last save (`finally`:
+    /// the daemon stops; see `Process::save_sites`).
+    pub fn save_sites(&mut self, id: u64, finally: bool) {
         if let (Some(store), Some(p)) = (&self.site_store, self.processes.get_mut(&id)) {
-            p.save_sites(store);
+            p.save_sites(store, monotonic_ns(), finally);
         }
     }
 

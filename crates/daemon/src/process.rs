@@ -318,6 +318,8 @@ pub struct SiteLives {
     pub current: Lifetimes,
     /// The intervals before, the latest last (at most `lifetimes::SHORT_LIVED_WINDOW`).
     pub past: Vec<Lifetimes>,
+    /// The intervals before this one, all of them (for the site store's verdict).
+    pub run: Lifetimes,
     /// Marked short-lived in the control area's site table.
     pub short_lived: bool,
 }
@@ -419,17 +421,35 @@ pub struct WarmStart {
     pub program: Program,
     /// The store file of the program (for status).
     pub file: std::path::PathBuf,
-    /// Remembered placements by call path.
-    pub remembered: HashMap<Vec<String>, (u32, Learnt)>,
-    /// Sites placed at attach, from remembered call paths and the memory map, before the
-    /// library described them: site id -> call path.
+    /// Remembered sites by call path.
+    pub remembered: HashMap<Vec<String>, Remembered>,
+    /// Sites placed or marked short-lived at attach, from remembered call paths and the memory
+    /// map, before the library described them: site id -> call path.
     pub predicted: HashMap<u64, Vec<String>>,
     /// A placement the store records changed since the last save.
     pub unsaved: bool,
 }
 
+/// What the store remembers of one call path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Remembered {
+    /// Its placement: tier, and who learnt it.
+    pub placed: Option<(u32, Learnt)>,
+    pub short_lived: bool,
+}
+
+/// What a warm start did to a site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Warmed {
+    /// Placed in this tier.
+    Placed(u32),
+    /// Marked short-lived.
+    ShortLived,
+}
+
 impl WarmStart {
-    /// Remembered `sites` of `program`; those in a tier this machine does not have are dropped.
+    /// Remembered `sites` of `program`; placements in a tier this machine does not have are
+    /// dropped.
     pub fn new(
         program: Program,
         file: std::path::PathBuf,
@@ -441,8 +461,13 @@ impl WarmStart {
             file,
             remembered: sites
                 .into_iter()
-                .filter(|s| (s.tier as usize) < tiers)
-                .map(|s| (s.frames, (s.tier, s.learnt)))
+                .filter_map(|s| {
+                    let remembered = Remembered {
+                        placed: s.placed().filter(|&(tier, _)| (tier as usize) < tiers),
+                        short_lived: s.short_lived,
+                    };
+                    (remembered != Remembered::default()).then_some((s.frames, remembered))
+                })
                 .collect(),
             predicted: HashMap::new(),
             unsaved: false,
@@ -530,9 +555,15 @@ pub struct Process {
     pub pidfd: Option<std::os::fd::OwnedFd>,
     /// Warm start, when the daemon keeps a site store and knows the program.
     pub warm: Option<WarmStart>,
+    /// The memory map as last read for naming sites (at attach, with a site store, and when
+    /// sites were named): sites still unnamed when the process exits, whose map is then gone,
+    /// are named with it, so that a run shorter than an interval is remembered too.
+    pub last_maps: Option<objtier_sys::maps::Maps>,
     /// The age under which an object's death is young (`objtier_policy::lifetimes::young_ns`);
     /// None when the daemon does not look for short-lived sites (`--short-lived-sites off`).
     pub young_ns: Option<u64>,
+    /// The daemon's interval (for the lifetimes' verdict over a whole run).
+    pub interval_ns: u64,
     /// Per site, how its objects lived (only with `young_ns`).
     pub site_lives: SiteMap<SiteLives>,
     /// Records made of objects still young (with `young_ns`): the next commits look at those
@@ -649,7 +680,9 @@ impl Process {
             blocks: BTreeMap::new(),
             pidfd: None,
             warm: None,
+            last_maps: None,
             young_ns: None,
+            interval_ns: 0,
             site_lives: SiteMap::default(),
             young_records: Vec::new(),
             resync_wanted: false,
@@ -1093,8 +1126,9 @@ impl Process {
 
     /// Names the frames of every complete, unnamed site with the process's memory map. A newly
     /// named site whose call path is remembered from an earlier run, and that is not placed yet,
-    /// gets the remembered placement (warm start); those are returned as (site, tier).
-    pub fn name_sites(&mut self, maps: &objtier_sys::maps::Maps) -> Vec<(u64, u32)> {
+    /// gets the remembered placement, or else is marked short-lived if it was then (warm
+    /// start); those are returned with what was done.
+    pub fn name_sites(&mut self, maps: &objtier_sys::maps::Maps) -> Vec<(u64, Warmed)> {
         let mut named = Vec::new();
         for (&id, site) in self.sites.iter_mut() {
             if site.complete() && site.names.is_none() {
@@ -1110,67 +1144,109 @@ impl Process {
         let Some(warm) = &self.warm else {
             return Vec::new();
         };
-        let wanted: Vec<(u64, u32)> = named
+        let wanted: Vec<(u64, Remembered)> = named
             .into_iter()
             .filter(|site| !self.placements.contains_key(site))
             .filter_map(|site| {
                 let names = self.sites[&site].names.as_ref()?;
-                warm.remembered.get(names).map(|&(tier, _)| (site, tier))
+                warm.remembered.get(names).map(|&r| (site, r))
             })
             .collect();
         wanted
             .into_iter()
-            .filter(|&(site, tier)| self.set_placement(site, Some(tier), PlacedBy::WarmStart))
+            .filter_map(|(site, remembered)| Some((site, self.apply_remembered(site, remembered)?)))
             .collect()
     }
 
-    /// Warm start at attach: places every remembered call path whose modules are all mapped
-    /// already, under the site id the library will compute for it (the hash of this run's
-    /// return addresses, which the memory map gives back from `module+offset`), so that the
-    /// site's objects start in their tier from the first one allocated after this. Paths
-    /// through modules loaded later are placed when the library describes them
-    /// ([`Process::name_sites`]). Returns the number of sites placed.
-    pub fn predict_sites(&mut self, maps: &objtier_sys::maps::Maps) -> usize {
+    /// Applies what the store remembers of `site`: its placement, or else its short-lived mark
+    /// (when the daemon looks for short-lived sites). Returns what was done.
+    fn apply_remembered(&mut self, site: u64, remembered: Remembered) -> Option<Warmed> {
+        if let Some((tier, _)) = remembered.placed {
+            if self.set_placement(site, Some(tier), PlacedBy::WarmStart) {
+                return Some(Warmed::Placed(tier));
+            }
+        }
+        if !remembered.short_lived || self.young_ns.is_none() || self.placements.contains_key(&site)
+        {
+            return None;
+        }
+        let lives = self.site_lives.entry(site).or_default();
+        if lives.short_lived || !self.ring.control().set_site_short_lived(site, true) {
+            return None;
+        }
+        lives.short_lived = true;
+        Some(Warmed::ShortLived)
+    }
+
+    /// Warm start at attach: places (or marks short-lived) every remembered call path whose
+    /// modules are all mapped already, under the site id the library will compute for it (the
+    /// hash of this run's return addresses, which the memory map gives back from
+    /// `module+offset`), so that the site's objects start in their tier, or sampled, from the
+    /// first one allocated after this. Paths through modules loaded later are placed when the
+    /// library describes them ([`Process::name_sites`]). Returns the number of sites placed and
+    /// marked short-lived.
+    pub fn predict_sites(&mut self, maps: &objtier_sys::maps::Maps) -> (usize, usize) {
         let Some(warm) = &self.warm else {
-            return 0;
+            return (0, 0);
         };
-        let found: Vec<(u64, u32, Vec<String>)> = warm
+        let found: Vec<(u64, Remembered, Vec<String>)> = warm
             .remembered
             .iter()
-            .filter_map(|(frames, &(tier, _))| {
+            .filter_map(|(frames, &remembered)| {
                 let ips: Option<Vec<u64>> = frames.iter().map(|f| maps.address_of(f)).collect();
-                Some((objtier_wire::site_id::of(&ips?), tier, frames.clone()))
+                Some((objtier_wire::site_id::of(&ips?), remembered, frames.clone()))
             })
             .collect();
-        let mut placed = 0;
-        for (site, tier, frames) in found {
-            if self.placements.contains_key(&site)
-                || !self.set_placement(site, Some(tier), PlacedBy::WarmStart)
-            {
+        let (mut placed, mut marked) = (0, 0);
+        for (site, remembered, frames) in found {
+            if self.placements.contains_key(&site) {
                 continue;
+            }
+            match self.apply_remembered(site, remembered) {
+                Some(Warmed::Placed(_)) => placed += 1,
+                Some(Warmed::ShortLived) => marked += 1,
+                None => continue,
             }
             if let Some(warm) = &mut self.warm {
                 warm.predicted.insert(site, frames);
             }
-            placed += 1;
         }
-        placed
+        (placed, marked)
     }
 
-    /// The call paths this run has seen, each with its placement now: what a save merges into
-    /// the store. Paths with a frame no file maps are left out (their names hold raw addresses),
-    /// and so are sites whose proactive placement has not held for [`REMEMBER_AFTER_PLANS`].
-    pub fn seen_sites(&self) -> Vec<Seen> {
+    /// Whether the site is short-lived, as far as this run can tell so far
+    /// (`objtier_policy::lifetimes::run_verdict`); None for a placed site, or without the
+    /// lifetimes.
+    fn short_lived_verdict(&self, site: u64, now_ns: u64) -> Option<bool> {
+        if self.young_ns.is_none() || self.placements.contains_key(&site) {
+            return None;
+        }
+        let lives = self.site_lives.get(&site)?;
+        let mut run = lives.run;
+        run.add(lives.current);
+        lifetimes::run_verdict(
+            lives.short_lived,
+            run,
+            now_ns.saturating_sub(self.attached_ns),
+            self.interval_ns,
+        )
+    }
+
+    /// The call paths this run has seen, each with its placement and its verdict on being
+    /// short-lived at `now_ns`: what a save merges into the store. Paths with a frame no file
+    /// maps are left out (their names hold raw addresses), and so are sites whose proactive
+    /// placement has not held for [`REMEMBER_AFTER_PLANS`].
+    pub fn seen_sites(&self, now_ns: u64) -> Vec<Seen> {
         self.sites
             .iter()
-            .filter_map(|(site, frames)| {
+            .filter_map(|(&site, frames)| {
                 let names = frames.names.as_ref()?;
                 if names.iter().any(|n| n.starts_with("?+")) {
                     return None;
                 }
-                let mut placed = self.placements.get(site);
+                let mut placed = self.placements.get(&site);
                 if placed.is_some_and(|&(_, by)| by != PlacedBy::Hand) {
-                    match self.placement_evidence.get(site) {
+                    match self.placement_evidence.get(&site) {
                         // Its objects are not cold: forget the site.
                         Some(Evidence::Disproved) => placed = None,
                         Some(&Evidence::Quiet(plans)) if plans >= REMEMBER_AFTER_PLANS => {}
@@ -1186,25 +1262,44 @@ impl Process {
                         PlacedBy::WarmStart => self
                             .warm
                             .as_ref()
-                            .and_then(|w| w.remembered.get(names))
-                            .map_or(Learnt::Proactive, |&(_, learnt)| learnt),
+                            .and_then(|w| w.remembered.get(names)?.placed)
+                            .map_or(Learnt::Proactive, |(_, learnt)| learnt),
                     };
                     (tier, learnt)
                 });
-                Some((names.clone(), placed))
+                Some(Seen {
+                    frames: names.clone(),
+                    placed,
+                    short_lived: self.short_lived_verdict(site, now_ns),
+                })
             })
             .collect()
     }
 
-    /// Saves what this run learnt into `store`, if something changed since the last save.
-    pub fn save_sites(&mut self, store: &crate::sitestore::SiteStore) {
+    /// Saves what this run learnt into `store`, if something changed since the last save
+    /// (`finally`: the process is gone or the daemon stops; what its lifetimes say of its sites
+    /// is saved too, and sites described since the last naming are named with the last map).
+    pub fn save_sites(&mut self, store: &crate::sitestore::SiteStore, now_ns: u64, finally: bool) {
+        let Some(warm) = &mut self.warm else {
+            return;
+        };
+        if finally {
+            // Whether the store agrees with the verdicts is for its merge to tell.
+            warm.unsaved |= !self.site_lives.is_empty();
+            if let Some(maps) = self.last_maps.take() {
+                if self.has_unnamed_sites() {
+                    self.name_sites(&maps);
+                }
+                self.last_maps = Some(maps);
+            }
+        }
         let Some(warm) = &self.warm else {
             return;
         };
         if !warm.unsaved {
             return;
         }
-        let seen = self.seen_sites();
+        let seen = self.seen_sites(now_ns);
         // A site placed before its frames were named is saved once they are (at the next
         // interval).
         let unnamed_placed = self.placements.iter().any(|(site, &(_, by))| {
@@ -1401,6 +1496,7 @@ impl Process {
         }
         let control = self.ring.control();
         for (&site, lives) in self.site_lives.iter_mut() {
+            lives.run.add(lives.current);
             lives.past.push(std::mem::take(&mut lives.current));
             if lives.past.len() > lifetimes::SHORT_LIVED_WINDOW {
                 lives.past.remove(0);
@@ -1415,10 +1511,13 @@ impl Process {
         // The site's objects allocated unreported while it was short-lived: those still live
         // are learnt from a resync.
         self.resync_wanted |= changed.iter().any(|&(_, short_lived)| !short_lived);
-        // A site none of whose objects ended or grew old in the window is forgotten, unless
-        // it is short-lived (its samples may be rare).
-        self.site_lives
-            .retain(|_, l| l.short_lived || l.past.iter().any(|p| p.young + p.old > 0));
+        // A site's counts are kept for the run, as its sites are: the store's verdict is on the
+        // whole run.
+        if !changed.is_empty() {
+            if let Some(warm) = &mut self.warm {
+                warm.unsaved = true;
+            }
+        }
         changed
     }
 
@@ -1568,7 +1667,14 @@ pub(crate) mod tests {
     }
 
     /// Pushes a `kind` event of `site` at `time_ns`, draining first if the ring is full.
-    fn push_at(p: &mut Process, kind: EventKind, addr: u64, time_ns: u64, site: u64, flags: u32) {
+    pub(crate) fn push_at(
+        p: &mut Process,
+        kind: EventKind,
+        addr: u64,
+        time_ns: u64,
+        site: u64,
+        flags: u32,
+    ) {
         let event = Event {
             kind: kind as u32,
             flags,
@@ -1585,7 +1691,7 @@ pub(crate) mod tests {
     }
 
     /// `n` objects of `site`, each freed 10 ns after its allocation, from `t` on.
-    fn churn(p: &mut Process, site: u64, n: u64, t: u64) {
+    pub(crate) fn churn(p: &mut Process, site: u64, n: u64, t: u64) {
         for i in 0..n {
             let addr = 0x1000_0000 + (i % 50) * 0x10000;
             push_at(p, EventKind::Alloc, addr, t + i, site, 0);

@@ -1,5 +1,6 @@
-//! Warm start: the site placements one run of a program learnt, saved, and applied from the
-//! start of its next run (paper §3.5: site knowledge "saved at exit and loaded at the next run").
+//! Warm start: what one run of a program learnt about its allocation sites (their placements,
+//! and which are short-lived), saved, and applied from the start of its next run (paper §3.5:
+//! site knowledge "saved at exit and loaded at the next run").
 //!
 //! **Program identity.** A program is its executable, as `/proc/PID/exe` names it when the
 //! process attaches, together with the uid it runs as (a root daemon serves every user, and one
@@ -19,16 +20,21 @@
 //! file name and a hash of its path and uid:
 //!
 //! ```json
-//! {"format": "objtier-sites", "version": 1,
+//! {"format": "objtier-sites", "version": 2,
 //!  "program": {"exe": "/usr/bin/app", "uid": 1000, "exe_size": 81234, "exe_mtime_ns": 1735...},
 //!  "saved_unix_seconds": 1735...,
 //!  "sites": [{"frames": ["/usr/bin/app+0x1234", "/usr/lib/x86_64-linux-gnu/libc.so.6+0x2724a"],
-//!             "tier": 1, "learnt": "proactive"}]}
+//!             "tier": 1, "learnt": "proactive"},
+//!            {"frames": ["/usr/bin/app+0x1300"], "short_lived": true}]}
 //! ```
 //!
 //! `learnt` says who placed the site in the run that saved it (`proactive` or `hand`, for
 //! `objtier place`); at the next run both are warm-start placements, which the proactive policy
-//! may override like its own. Files are written to a temporary file and renamed over the old
+//! may override like its own. `short_lived` marks a site whose objects all died young
+//! (`objtier_policy::lifetimes`): the next run reports one in `SHORT_LIVED_SAMPLE` of them from
+//! its first, and unmarks the site as soon as a sample lives long. A site is placed or
+//! short-lived, or both in a file two runs wrote; placement wins when the file is applied.
+//! Version 1 files (placements only) are read as they are; the daemon writes version 2. Files are written to a temporary file and renamed over the old
 //! one, so a reader, or a daemon killed mid-write, finds the old file or the new one. A file that
 //! cannot be read, is not JSON, is of another format version, or describes another program is
 //! reported (its path and what is wrong) and ignored; the daemon carries on without it and
@@ -37,8 +43,10 @@
 //! **When.** Loaded when a process attaches. Saved when it detaches, when the daemon stops, and
 //! at the end of each interval in which a placement it records changed (so a killed daemon loses
 //! at most one interval's). A save merges with the file as it is then: call paths this run saw
-//! get this run's placement (or lose their entry if the site is not placed now); the others keep
-//! theirs, so concurrent runs of one program and code paths a run did not take both survive.
+//! get this run's placement (or lose it if the site is not placed now), and this run's verdict on
+//! whether they are short-lived if it has one (enough objects seen; see
+//! `objtier_policy::lifetimes::run_verdict`); the others keep theirs, so concurrent runs of one
+//! program and code paths a run did not take both survive.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -47,8 +55,10 @@ use std::path::{Path, PathBuf};
 
 /// The `format` field of every store file.
 pub const FORMAT: &str = "objtier-sites";
-/// The store file version this daemon reads and writes.
-pub const VERSION: u32 = 1;
+/// The store file version this daemon writes.
+pub const VERSION: u32 = 2;
+/// The oldest version it reads (version 1 had placements only).
+const OLDEST_VERSION: u32 = 1;
 /// Most sites kept per program (the placement table in shared memory has 4,096 slots, which the
 /// live policy needs too).
 pub const MAX_SITES_PER_PROGRAM: usize = 1024;
@@ -67,14 +77,26 @@ pub enum Learnt {
     Proactive,
 }
 
-/// One remembered placement.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One remembered site.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredSite {
     /// The call path, innermost first, as `module+0xoffset`.
     pub frames: Vec<String>,
-    /// The tier new objects of the site started in.
-    pub tier: u32,
-    pub learnt: Learnt,
+    /// The tier new objects of the site started in (with `learnt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learnt: Option<Learnt>,
+    /// Its objects all died young.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub short_lived: bool,
+}
+
+impl StoredSite {
+    /// The remembered placement: tier and who learnt it.
+    pub fn placed(&self) -> Option<(u32, Learnt)> {
+        self.tier.zip(self.learnt)
+    }
 }
 
 /// What identifies a program across runs (see the module doc).
@@ -125,8 +147,15 @@ struct StoreFile {
     sites: Vec<StoredSite>,
 }
 
-/// A call path seen in a run, with its placement then (None: not placed).
-pub type Seen = (Vec<String>, Option<(u32, Learnt)>);
+/// A call path seen in a run, and what the run knows of its site.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    pub frames: Vec<String>,
+    /// Its placement now (None: not placed).
+    pub placed: Option<(u32, Learnt)>,
+    /// Whether it is short-lived, if the run could tell (None: keep what the file says).
+    pub short_lived: Option<bool>,
+}
 
 /// The directory of store files.
 #[derive(Debug)]
@@ -305,10 +334,11 @@ fn parse(text: &str) -> Result<StoreFile, String> {
         }
     }
     match value.get("version").and_then(|v| v.as_u64()) {
-        Some(v) if v == VERSION as u64 => {}
+        Some(v) if (OLDEST_VERSION as u64..=VERSION as u64).contains(&v) => {}
         Some(v) => {
             return Err(format!(
-                "it is of format version {v}; this objtier reads version {VERSION}"
+                "it is of format version {v}; this objtier reads versions {OLDEST_VERSION} to \
+                 {VERSION}"
             ))
         }
         None => return Err("it has no \"version\" number".to_string()),
@@ -322,8 +352,18 @@ fn parse(text: &str) -> Result<StoreFile, String> {
                 site.frames.len()
             ));
         }
-        if site.tier as usize >= objtier_wire::MAX_TIERS {
-            return Err(format!("site {i} has tier {}", site.tier));
+        match (site.tier, site.learnt) {
+            (Some(tier), Some(_)) if tier as usize >= objtier_wire::MAX_TIERS => {
+                return Err(format!("site {i} has tier {tier}"))
+            }
+            (Some(_), Some(_)) => {}
+            (None, None) if site.short_lived => {}
+            (None, None) => return Err(format!("site {i} has neither a tier nor \"short_lived\"")),
+            _ => {
+                return Err(format!(
+                    "site {i} has one of \"tier\" and \"learnt\" without the other"
+                ))
+            }
         }
     }
     if file.sites.len() > MAX_SITES_PER_PROGRAM {
@@ -336,24 +376,37 @@ fn parse(text: &str) -> Result<StoreFile, String> {
 }
 
 /// The stored sites after a run that saw `seen`: the call paths it saw have its placement (or
-/// none), the others keep theirs. Sorted by call path; at most `MAX_SITES_PER_PROGRAM`, this
-/// run's first.
+/// none) and, where it has a verdict, its word on being short-lived; the others keep what they
+/// had. Sorted by call path; at most `MAX_SITES_PER_PROGRAM`, this run's first.
 pub fn merge(old: Vec<StoredSite>, seen: &[Seen]) -> Vec<StoredSite> {
-    // One entry per call path; should two sites of this run share a path, a placement wins.
-    let mut now: BTreeMap<&Vec<String>, Option<(u32, Learnt)>> = BTreeMap::new();
-    for (frames, placed) in seen {
-        let entry = now.entry(frames).or_insert(*placed);
-        if entry.is_none() {
-            *entry = *placed;
-        }
+    // One entry per call path; should two sites of this run share a path, a placement wins,
+    // and so does a site seen living long over one seen short-lived.
+    type Now = (Option<(u32, Learnt)>, Option<bool>);
+    let mut now: BTreeMap<&Vec<String>, Now> = BTreeMap::new();
+    for site in seen {
+        let entry = now
+            .entry(&site.frames)
+            .or_insert((site.placed, site.short_lived));
+        entry.0 = entry.0.or(site.placed);
+        entry.1 = match (entry.1, site.short_lived) {
+            (Some(a), Some(b)) => Some(a && b),
+            (a, b) => a.or(b),
+        };
     }
+    let old_short_lived: std::collections::HashSet<&Vec<String>> = old
+        .iter()
+        .filter(|s| s.short_lived)
+        .map(|s| &s.frames)
+        .collect();
     let mut sites: Vec<StoredSite> = now
         .iter()
-        .filter_map(|(frames, placed)| {
-            placed.map(|(tier, learnt)| StoredSite {
+        .filter_map(|(frames, (placed, short_lived))| {
+            let short_lived = short_lived.unwrap_or_else(|| old_short_lived.contains(*frames));
+            (placed.is_some() || short_lived).then(|| StoredSite {
                 frames: (*frames).clone(),
-                tier,
-                learnt,
+                tier: placed.map(|(tier, _)| tier),
+                learnt: placed.map(|(_, learnt)| learnt),
+                short_lived,
             })
         })
         .collect();
@@ -409,6 +462,27 @@ mod tests {
         frames.iter().map(|f| f.to_string()).collect()
     }
 
+    fn stored(frames: Vec<String>, tier: u32, learnt: Learnt) -> StoredSite {
+        StoredSite {
+            frames,
+            tier: Some(tier),
+            learnt: Some(learnt),
+            short_lived: false,
+        }
+    }
+
+    fn seen_site(
+        frames: Vec<String>,
+        placed: Option<(u32, Learnt)>,
+        short_lived: Option<bool>,
+    ) -> Seen {
+        Seen {
+            frames,
+            placed,
+            short_lived,
+        }
+    }
+
     #[test]
     fn round_trip() {
         let dir = tempfile::tempdir().unwrap();
@@ -424,9 +498,9 @@ mod tests {
         let hot = path(&["/usr/bin/app+0x1300", "/usr/lib/libc.so.6+0x2724a"]);
         let placed = path(&["/usr/bin/app+0x1400"]);
         let seen = vec![
-            (cold.clone(), Some((1, Learnt::Proactive))),
-            (hot, None),
-            (placed.clone(), Some((0, Learnt::Hand))),
+            seen_site(cold.clone(), Some((1, Learnt::Proactive)), None),
+            seen_site(hot, None, None),
+            seen_site(placed.clone(), Some((0, Learnt::Hand)), None),
         ];
         assert!(store.save(&p, &seen).unwrap());
         let file = store.file_of(&p);
@@ -442,16 +516,8 @@ mod tests {
         assert_eq!(
             loaded,
             vec![
-                StoredSite {
-                    frames: cold,
-                    tier: 1,
-                    learnt: Learnt::Proactive
-                },
-                StoredSite {
-                    frames: placed,
-                    tier: 0,
-                    learnt: Learnt::Hand
-                },
+                stored(cold, 1, Learnt::Proactive),
+                stored(placed, 0, Learnt::Hand),
             ]
         );
         assert!(
@@ -483,34 +549,72 @@ mod tests {
         let b = path(&["/usr/bin/app+0x20"]);
         let c = path(&["/usr/bin/app+0x30"]);
         let old = vec![
-            StoredSite {
-                frames: a.clone(),
-                tier: 1,
-                learnt: Learnt::Proactive,
-            },
-            StoredSite {
-                frames: b.clone(),
-                tier: 1,
-                learnt: Learnt::Proactive,
-            },
+            stored(a.clone(), 1, Learnt::Proactive),
+            stored(b.clone(), 1, Learnt::Proactive),
         ];
         // This run saw a (now wanted fast: no placement) and c (placed); it never saw b.
-        let merged = merge(old, &[(a, None), (c.clone(), Some((2, Learnt::Hand)))]);
+        let merged = merge(
+            old,
+            &[
+                seen_site(a, None, None),
+                seen_site(c.clone(), Some((2, Learnt::Hand)), None),
+            ],
+        );
+        assert_eq!(
+            merged,
+            vec![stored(b, 1, Learnt::Proactive), stored(c, 2, Learnt::Hand),]
+        );
+    }
+
+    #[test]
+    fn short_lived_verdicts_merge_with_what_the_file_remembers() {
+        let [a, b, c, d, e] =
+            [0x10, 0x20, 0x30, 0x40, 0x50].map(|o| path(&[&format!("/usr/bin/app+{o:#x}")]));
+        let short = |frames: &Vec<String>| StoredSite {
+            frames: frames.clone(),
+            short_lived: true,
+            ..Default::default()
+        };
+        let old = vec![
+            short(&a),
+            short(&b),
+            short(&c),
+            stored(d.clone(), 1, Learnt::Proactive),
+        ];
+        let merged = merge(
+            old,
+            &[
+                // a: no verdict this run (too few objects): still short-lived.
+                seen_site(a.clone(), None, None),
+                // b: one of its objects lived long.
+                seen_site(b.clone(), None, Some(false)),
+                // d: was placed, is no longer, and is short-lived now.
+                seen_site(d.clone(), None, Some(true)),
+                // e: new, short-lived and placed by hand (placement wins when applied).
+                seen_site(e.clone(), Some((0, Learnt::Hand)), Some(true)),
+            ],
+        );
         assert_eq!(
             merged,
             vec![
+                short(&a),
+                short(&c),
+                short(&d),
                 StoredSite {
-                    frames: b,
-                    tier: 1,
-                    learnt: Learnt::Proactive
-                },
-                StoredSite {
-                    frames: c,
-                    tier: 2,
-                    learnt: Learnt::Hand
+                    short_lived: true,
+                    ..stored(e, 0, Learnt::Hand)
                 },
             ]
         );
+        // Two sites of one run with one call path: one seen living long is enough.
+        let merged = merge(
+            vec![short(&a)],
+            &[
+                seen_site(a.clone(), None, Some(true)),
+                seen_site(a, None, Some(false)),
+            ],
+        );
+        assert!(merged.is_empty(), "{merged:?}");
     }
 
     #[test]
@@ -526,6 +630,16 @@ mod tests {
         );
         std::fs::write(&file, &good).unwrap();
         assert_eq!(store.load(&p).len(), 1, "the well-formed file is read");
+        // Version 2 adds short-lived sites.
+        let v2 = good.replace("\"version\": 1", "\"version\": 2").replace(
+            "\"proactive\"}]}",
+            "\"proactive\"}, {\"frames\": [\"/usr/bin/app+0x20\"], \"short_lived\": true}]}",
+        );
+        std::fs::write(&file, &v2).unwrap();
+        let loaded = store.load(&p);
+        assert_eq!(loaded.len(), 2, "{v2}");
+        assert_eq!(loaded[0].placed(), Some((1, Learnt::Proactive)));
+        assert!(loaded[1].short_lived && loaded[1].placed().is_none());
         let bad = [
             (
                 "{\"format\": \"objtier-sites\", \"vers".to_string(),
@@ -533,8 +647,19 @@ mod tests {
             ),
             ("[1, 2]".to_string(), "not an objtier site store file"),
             (
-                good.replace("\"version\": 1", "\"version\": 2"),
-                "format version 2",
+                good.replace("\"version\": 1", "\"version\": 3"),
+                "format version 3",
+            ),
+            (
+                good.replace(", \"learnt\": \"proactive\"", ""),
+                "one of \"tier\" and \"learnt\"",
+            ),
+            (
+                good.replace(
+                    "\"tier\": 1, \"learnt\": \"proactive\"",
+                    "\"short_lived\": false",
+                ),
+                "neither a tier nor",
             ),
             (
                 good.replace("\"version\": 1", "\"version\": \"1\""),
@@ -552,7 +677,11 @@ mod tests {
             assert!(store.load(&p).is_empty(), "{text}");
         }
         // A bad file is replaced by the next save.
-        let seen = vec![(path(&["/usr/bin/app+0x20"]), Some((1, Learnt::Proactive)))];
+        let seen = vec![seen_site(
+            path(&["/usr/bin/app+0x20"]),
+            Some((1, Learnt::Proactive)),
+            None,
+        )];
         assert!(store.save(&p, &seen).unwrap());
         assert_eq!(store.load(&p).len(), 1);
     }
@@ -562,7 +691,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SiteStore::create(dir.path().to_owned()).unwrap();
         let p = program();
-        let seen = vec![(path(&["/usr/bin/app+0x20"]), Some((1, Learnt::Proactive)))];
+        let seen = vec![seen_site(
+            path(&["/usr/bin/app+0x20"]),
+            Some((1, Learnt::Proactive)),
+            None,
+        )];
         store.save(&p, &seen).unwrap();
         let rebuilt = Program {
             exe_mtime_ns: p.exe_mtime_ns + 1,
@@ -571,11 +704,15 @@ mod tests {
         assert_eq!(store.file_of(&rebuilt), store.file_of(&p));
         assert!(store.load(&rebuilt).is_empty());
         // Its first save replaces the old build's sites instead of merging with them.
-        let seen = vec![(path(&["/usr/bin/app+0x90"]), Some((1, Learnt::Proactive)))];
+        let seen = vec![seen_site(
+            path(&["/usr/bin/app+0x90"]),
+            Some((1, Learnt::Proactive)),
+            None,
+        )];
         assert!(store.save(&rebuilt, &seen).unwrap());
         let loaded = store.load(&rebuilt);
         assert_eq!(loaded.len(), 1);
-        assert_eq!(loaded[0].frames, seen[0].0);
+        assert_eq!(loaded[0].frames, seen[0].frames);
     }
 
     #[test]

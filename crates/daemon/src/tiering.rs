@@ -915,14 +915,22 @@ impl Daemon {
             if p.has_unnamed_sites() {
                 match objtier_sys::maps::Maps::read(std::path::Path::new("/proc"), p.pid) {
                     Ok(maps) => {
-                        for (site, tier) in p.name_sites(&maps) {
-                            tracing::info!(
-                                pid = p.pid,
-                                site = format_args!("{site:#x}"),
-                                tier,
-                                "warm start placement"
-                            );
+                        for (site, warmed) in p.name_sites(&maps) {
+                            match warmed {
+                                crate::process::Warmed::Placed(tier) => tracing::info!(
+                                    pid = p.pid,
+                                    site = format_args!("{site:#x}"),
+                                    tier,
+                                    "warm start placement"
+                                ),
+                                crate::process::Warmed::ShortLived => tracing::info!(
+                                    pid = p.pid,
+                                    site = format_args!("{site:#x}"),
+                                    "warm start: short-lived site (its objects all died young in an earlier run)"
+                                ),
+                            }
                         }
+                        p.last_maps = Some(maps);
                     }
                     Err(e) => tracing::debug!(pid = p.pid, "cannot read its memory map: {e}"),
                 }
@@ -1374,7 +1382,7 @@ impl Daemon {
         self.last_interval = Some(report);
         // Placements learnt this interval are saved now, so a killed daemon loses little.
         for id in process_ids {
-            self.save_sites(id);
+            self.save_sites(id, false);
         }
     }
 
@@ -2488,9 +2496,9 @@ mod tests {
         }
         let remembered = |p: &crate::process::Process| {
             let mut seen: Vec<(String, Option<(u32, Learnt)>)> = p
-                .seen_sites()
+                .seen_sites(crate::monotonic_ns())
                 .into_iter()
-                .map(|(names, placed)| (names[0].clone(), placed))
+                .map(|seen| (seen.frames[0].clone(), seen.placed))
                 .collect();
             seen.sort_by(|a, b| a.0.cmp(&b.0));
             seen
@@ -2606,7 +2614,7 @@ mod tests {
         );
         assert_eq!(
             (&stored[0].frames, stored[0].tier, stored[0].learnt),
-            (&cold_names, 1, Learnt::Proactive)
+            (&cold_names, Some(1), Some(Learnt::Proactive))
         );
         // A placement by hand after the last interval is saved when the process detaches; a
         // proactive one no plan has kept is not (the program's last seconds, unchecked).
@@ -2618,7 +2626,11 @@ mod tests {
         assert_eq!(stored.len(), 2, "{stored:?}");
         assert_eq!(
             (&stored[1].frames[0], stored[1].tier, stored[1].learnt),
-            (&"/usr/bin/app+0x1300".to_string(), 0, Learnt::Hand)
+            (
+                &"/usr/bin/app+0x1300".to_string(),
+                Some(0),
+                Some(Learnt::Hand)
+            )
         );
 
         // Run 2, another ASLR layout: the same call path has other addresses and another id,
@@ -2664,7 +2676,10 @@ mod tests {
         assert!(p.placements.is_empty());
         let cold3 = describe_site(p, &path_at(app, libc));
         p.drain();
-        assert_eq!(p.name_sites(&maps(app, Some(libc))), vec![(cold3, 1)]);
+        assert_eq!(
+            p.name_sites(&maps(app, Some(libc))),
+            vec![(cold3, crate::process::Warmed::Placed(1))]
+        );
         assert_eq!(p.ring.control().site_tier(cold3), Some(1));
         assert_eq!(p.placements.get(&cold3), Some(&(1, PlacedBy::WarmStart)));
         // The live policy overrides it (the site's objects turned out hot); the store forgets it
@@ -2675,5 +2690,111 @@ mod tests {
         let stored = SiteStore::new(store_dir).load(&program);
         assert_eq!(stored.len(), 1);
         assert_eq!(stored[0].frames[0], "/usr/bin/app+0x1300");
+    }
+
+    /// Warm start of short-lived sites: a run shorter than an interval, whose sites were never
+    /// named by an interval nor judged live, still leaves its short-lived site in the store
+    /// (named with the map read at attach, judged over the whole run); the next run samples
+    /// the site from its attach, and a sample that lives long unmarks it and makes the store
+    /// forget it.
+    #[test]
+    fn a_short_lived_site_is_remembered_and_sampled_from_the_next_runs_start() {
+        use crate::process::tests::{churn, push_at};
+        use crate::sitestore::{Program, SiteStore};
+        let sys = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let program = Program {
+            exe: "/usr/bin/app".into(),
+            uid: 0,
+            exe_size: 8192,
+            exe_mtime_ns: 1,
+        };
+        let store_dir = sys.path().join("sites");
+        let temp_at = |app: u64, libc: u64| vec![app + 0x1234, libc + 0x29d90];
+        let kept_at = |app: u64, libc: u64| vec![app + 0x1300, libc + 0x29d90];
+        let run = |app: u64, libc: u64| {
+            let (p, peer) = process();
+            let mut daemon = daemon_with(two_tiers(10 * MIB, 10 * MIB), p, &fake, &sys);
+            daemon.site_store = Some(SiteStore::new(store_dir.clone()));
+            let p = daemon.processes.get_mut(&1).unwrap();
+            // As attach sets them (the test's young age is short, so churn() dies young).
+            p.interval_ns = 2_000_000_000;
+            p.young_ns = Some(1_000_000);
+            p.attached_ns = crate::monotonic_ns();
+            daemon.warm_start(1, program.clone(), |_| Some(maps(app, Some(libc))));
+            (daemon, peer)
+        };
+
+        // Run 1: half a second, no interval; 20,000 temporaries at one site, and a few at
+        // another whose objects are kept.
+        let (app, libc) = (0x5555_0000_0000, 0x7f00_0000_0000);
+        let (mut daemon, _peer) = run(app, libc);
+        let p = daemon.processes.get_mut(&1).unwrap();
+        let temp = describe_site(p, &temp_at(app, libc));
+        let kept = describe_site(p, &kept_at(app, libc));
+        p.drain();
+        churn(p, temp, 20_000, 0);
+        push_at(p, EventKind::Alloc, 0x5000_0000, 0, kept, 0);
+        p.drain();
+        p.commit_pending(10_000_000);
+        assert!(
+            p.short_lived_sites().is_empty(),
+            "not judged live: no interval"
+        );
+        daemon.detach(1);
+        let stored = SiteStore::new(store_dir.clone()).load(&program);
+        assert_eq!(stored.len(), 1, "{stored:?}");
+        assert_eq!(stored[0].frames[0], "/usr/bin/app+0x1234");
+        assert!(stored[0].short_lived && stored[0].placed().is_none());
+
+        // Run 2, another layout: the site is marked at attach, before its first object.
+        let (app, libc) = (0x5611_0000_0000, 0x7f11_0000_0000);
+        let (mut daemon, _peer) = run(app, libc);
+        let temp2 = objtier_wire::site_id::of(&temp_at(app, libc));
+        let p = daemon.processes.get_mut(&1).unwrap();
+        assert!(p.ring.control().site_advice(temp2).short_lived);
+        assert_eq!(p.short_lived_sites(), [temp2]);
+        let status = crate::status::status_json(&daemon);
+        assert_eq!(status["processes"][0]["warm_start"]["placed_at_attach"], 1);
+        // Samples that die young keep it so, across intervals.
+        let p = daemon.processes.get_mut(&1).unwrap();
+        assert_eq!(describe_site(p, &temp_at(app, libc)), temp2);
+        p.drain();
+        // (As the interval does, from /proc, which has no map for this test's process.)
+        assert!(
+            p.name_sites(&maps(app, Some(libc))).is_empty(),
+            "marked already"
+        );
+        push_at(
+            p,
+            EventKind::Alloc,
+            0x6000_0000,
+            0,
+            temp2,
+            event_flags::SAMPLED,
+        );
+        push_at(p, EventKind::Free, 0x6000_0000, 5, 0, 0);
+        p.drain();
+        daemon.interval();
+        let p = daemon.processes.get_mut(&1).unwrap();
+        assert_eq!(p.short_lived_sites(), [temp2], "still short-lived");
+        // A sample lives long: the site is unmarked, and the store forgets it at once.
+        push_at(
+            p,
+            EventKind::Alloc,
+            0x6001_0000,
+            0,
+            temp2,
+            event_flags::SAMPLED,
+        );
+        p.drain();
+        p.commit_pending(2_000_000);
+        daemon.interval();
+        let p = daemon.processes.get_mut(&1).unwrap();
+        assert!(!p.ring.control().site_advice(temp2).short_lived);
+        let stored = SiteStore::new(store_dir.clone()).load(&program);
+        assert!(stored.is_empty(), "saved at the interval: {stored:?}");
+        daemon.detach(1);
+        assert!(SiteStore::new(store_dir).load(&program).is_empty());
     }
 }

@@ -61,6 +61,35 @@ pub fn short_lived(short_lived: bool, window: &[Lifetimes]) -> bool {
     short_lived || (window.len() == SHORT_LIVED_WINDOW && total.young >= SHORT_LIVED_MIN_YOUNG)
 }
 
+/// What a whole run says of a site, for the next runs of the program (the daemon's site
+/// store): whether it is short-lived, or None if the run cannot tell. `short_lived`: marked at
+/// the end of the run; `run`: its objects' lifetimes over the run; `run_ns`: how long the run
+/// was watched; `interval_ns`: the daemon's interval.
+///
+/// A site marked at the end is short-lived, and one with an object seen old is not. A site
+/// never marked is judged over the run as [`short_lived`] judges a window: at least
+/// [`SHORT_LIVED_MIN_YOUNG`] young deaths for each [`SHORT_LIVED_WINDOW`] intervals watched
+/// (the same rate), none old. This judges runs shorter than the window, which the live policy
+/// never marks; a long run at a lower rate, or with too few objects to say, gives no verdict.
+pub fn run_verdict(
+    short_lived: bool,
+    run: Lifetimes,
+    run_ns: u64,
+    interval_ns: u64,
+) -> Option<bool> {
+    if short_lived {
+        return Some(true);
+    }
+    if run.old > 0 {
+        return Some(false);
+    }
+    let window_ns = (SHORT_LIVED_WINDOW as u64)
+        .saturating_mul(interval_ns)
+        .max(1);
+    let windows = run_ns.div_ceil(window_ns).max(1);
+    (run.young >= SHORT_LIVED_MIN_YOUNG.saturating_mul(windows)).then_some(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +130,28 @@ mod tests {
         assert!(short_lived(true, &[lived(3, 0)]));
         assert!(short_lived(true, &[]));
         assert!(!short_lived(true, &[lived(3, 0), lived(0, 1)]));
+    }
+
+    #[test]
+    fn a_run_says_short_lived_only_at_the_live_rate() {
+        let s = 1_000_000_000;
+        // Marked at its end, or one object seen old: the run knows.
+        assert_eq!(run_verdict(true, lived(3, 0), 60 * s, 2 * s), Some(true));
+        assert_eq!(run_verdict(false, lived(900_000, 1), s, 2 * s), Some(false));
+        // A one-second run (shorter than the window) whose site made 800,000 temporaries.
+        assert_eq!(run_verdict(false, lived(800_000, 0), s, 2 * s), Some(true));
+        // Too few to say, and a long run below the rate.
+        assert_eq!(run_verdict(false, lived(9_999, 0), s, 2 * s), None);
+        assert_eq!(run_verdict(false, lived(50_000, 0), 60 * s, 2 * s), None);
+        assert_eq!(
+            run_verdict(false, lived(150_000, 0), 60 * s, 2 * s),
+            Some(true)
+        );
+        assert_eq!(
+            run_verdict(false, lived(0, 0), 0, 0),
+            None,
+            "no interval: no panic"
+        );
     }
 
     #[test]
