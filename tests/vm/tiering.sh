@@ -422,7 +422,7 @@ warm-start)
 import glob, json, sys
 files = glob.glob(sys.argv[1] + "/proactive-*.json")
 sites = json.load(open(files[0]))["sites"] if len(files) == 1 else []
-sys.exit(0 if any(s["tier"] == 1 and s["learnt"] == "proactive" and "/proactive+0x" in s["frames"][0] for s in sites) else 1)' "$store"; then
+sys.exit(0 if any(s.get("tier") == 1 and s.get("learnt") == "proactive" and "/proactive+0x" in s["frames"][0] for s in sites) else 1)' "$store"; then
 				pass first-run-saves-the-cold-site
 			else
 				fail first-run-saves-the-cold-site; daemon_log

@@ -169,9 +169,9 @@ struct DaemonArgs {
     /// or off [default: conservative].
     #[arg(long)]
     proactive: Option<SitePlacement>,
-    /// Warm start: save the site placements each program learnt, keyed by its executable and
-    /// its call paths as module+offset, and apply them from the start of its next run: on or off
-    /// [default: on].
+    /// Warm start: save what each program learnt of its allocation sites (placements, and
+    /// which are short-lived), keyed by its executable and its call paths as module+offset, and
+    /// apply it from the start of its next run: on or off [default: on].
     #[arg(long, value_parser = ["on", "off"])]
     warm_start: Option<String>,
     /// Find allocation sites whose objects all die within half an interval (at least 10,000

@@ -104,8 +104,8 @@ pub struct DaemonConfig {
     /// Proactive placement by allocation site (paper §3.5): how sites whose objects are planned
     /// below the fastest tier start their new objects there (needs an access source).
     pub proactive: SitePlacement,
-    /// Warm start (`crate::sitestore`): save the site placements each program learnt, and apply
-    /// them from the start of its next run.
+    /// Warm start (`crate::sitestore`): save what each program learnt of its sites (placements,
+    /// short-lived sites), and apply it from the start of its next run.
     pub warm_start: bool,
     /// Find allocation sites whose objects all die young, and have the library report only a
     /// sample of their new objects (true; `--short-lived-sites off`): see
