@@ -13,7 +13,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import report  # noqa: E402
 
-CONFIGS = ["glibc", "mimalloc", "mimalloc-paged", "jemalloc", "objtier", "objtier+daemon"]
+CONFIGS = ["glibc", "mimalloc", "mimalloc-paged", "jemalloc", "objtier", "objtier+daemon",
+           "objtier+daemon-cold"]
 
 
 class Intervals(unittest.TestCase):
@@ -76,7 +77,7 @@ class WholeReport(unittest.TestCase):
     def test_report_from_results(self):
         rng = random.Random(7)
         base = {"glibc": 1.0, "mimalloc": 0.8, "mimalloc-paged": 0.85, "jemalloc": 0.9,
-                "objtier": 0.84, "objtier+daemon": 0.86}
+                "objtier": 0.84, "objtier+daemon": 0.86, "objtier+daemon-cold": 0.88}
         with tempfile.TemporaryDirectory() as tmp:
             results = os.path.join(tmp, "results.tsv")
             with open(results, "w") as f:
@@ -119,6 +120,12 @@ class WholeReport(unittest.TestCase):
         line = next(l for l in markdown.splitlines() if l.startswith("| objtier time vs glibc |"))
         self.assertTrue(line.rstrip(" |").endswith("met"))
         self.assertIn("the targets' ratios per workload", stdout.getvalue())
+        # The cold daemon is for reading: a ratio, no target.
+        line = next(l for l in markdown.splitlines()
+                    if l.startswith("| objtier+daemon-cold time vs objtier |"))
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        self.assertAlmostEqual(float(cells[1]), 0.88 / 0.84, delta=0.03)
+        self.assertTrue(line.rstrip(" |").endswith("for reading"))
 
 
 if __name__ == "__main__":

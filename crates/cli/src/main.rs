@@ -911,8 +911,13 @@ fn print_status(reply: &serde_json::Value) {
         }
         for site in p["short_lived_sites"].as_array().into_iter().flatten() {
             println!(
-                "    site {}: short-lived (one object in {} reported); at {}",
+                "    site {}: short-lived{} (one object in {} reported); at {}",
                 site["site"].as_str().unwrap_or("?"),
+                if site["remembered"] == true {
+                    ", remembered from an earlier run"
+                } else {
+                    ""
+                },
                 objtier_wire::SHORT_LIVED_SAMPLE,
                 site["frames"][0]
                     .as_str()

@@ -1511,8 +1511,14 @@ impl Process {
         // The site's objects allocated unreported while it was short-lived: those still live
         // are learnt from a resync.
         self.resync_wanted |= changed.iter().any(|&(_, short_lived)| !short_lived);
-        // A site's counts are kept for the run, as its sites are: the store's verdict is on the
-        // whole run.
+        // A site's counts are kept for the run, as its sites are (the store's verdict is on the
+        // whole run); but one that was quiet for the whole window starts its window afresh when
+        // it is busy again, so that it is judged on two intervals of its objects.
+        for lives in self.site_lives.values_mut() {
+            if !lives.short_lived && lives.past.iter().all(|p| p.young + p.old == 0) {
+                lives.past.clear();
+            }
+        }
         if !changed.is_empty() {
             if let Some(warm) = &mut self.warm {
                 warm.unsaved = true;
@@ -1773,6 +1779,35 @@ pub(crate) mod tests {
         p.drain();
         assert_eq!(p.ring.control().resync_request.load(Ordering::Relaxed), 1);
         assert!(!p.resync_wanted);
+    }
+
+    /// A site's counts last the run (for the store's verdict), but a site quiet for a whole
+    /// window is judged on two intervals of its objects again when it is busy again.
+    #[test]
+    fn a_site_busy_again_after_a_quiet_window_waits_for_a_full_window() {
+        let (mut p, _peer) = process();
+        let young_ns = 1_000_000;
+        p.young_ns = Some(young_ns);
+        let site = 0x7007;
+        churn(&mut p, site, 100, 0);
+        p.commit_pending(2 * young_ns);
+        for _ in 0..3 {
+            assert!(p.judge_sites().is_empty(), "too few, then quiet");
+        }
+        let t = 100 * young_ns;
+        churn(&mut p, site, 20_000, t);
+        p.commit_pending(t + 2 * young_ns);
+        assert!(
+            p.judge_sites().is_empty(),
+            "one busy interval is not a window"
+        );
+        churn(&mut p, site, 20_000, t + 10 * young_ns);
+        p.commit_pending(t + 12 * young_ns);
+        assert_eq!(p.judge_sites(), [(site, true)]);
+        assert_eq!(
+            p.site_lives[&site].run.young, 40_100,
+            "counted over the run"
+        );
     }
 
     #[test]
