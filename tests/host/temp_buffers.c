@@ -117,6 +117,18 @@ static void sleep_ms(long ms) {
     nanosleep(&ts, NULL);
 }
 
+/* Stops the churning threads; returns the corrupted bytes they found. */
+static long stop(pthread_t *threads) {
+    atomic_store(&stopped, 1);
+    long bad = 0;
+    for (int t = 0; t < THREADS; t++) {
+        void *result;
+        pthread_join(threads[t], &result);
+        bad += (long)(intptr_t)result;
+    }
+    return bad;
+}
+
 int main(int argc, char **argv) {
     if (argc != 2 && argc != 3) {
         fprintf(stderr, "usage: temp_buffers DIR [SECONDS]\n");
@@ -127,13 +139,7 @@ int main(int argc, char **argv) {
     for (int t = 0; t < THREADS; t++) pthread_create(&threads[t], NULL, churn, (void *)(intptr_t)t);
     if (argc == 3) {
         sleep_ms(atol(argv[2]) * 1000);
-        atomic_store(&stopped, 1);
-        long bad = 0;
-        for (int t = 0; t < THREADS; t++) {
-            void *result;
-            pthread_join(threads[t], &result);
-            bad += (long)(intptr_t)result;
-        }
+        long bad = stop(threads);
         if (bad) {
             printf("temp_buffers: %ld corrupted bytes\n", bad);
             return 1;
@@ -153,13 +159,7 @@ int main(int argc, char **argv) {
         sleep_ms(10);
     }
     sleep_ms(1000);
-    atomic_store(&stopped, 1);
-    long bad = 0;
-    for (int t = 0; t < THREADS; t++) {
-        void *result;
-        pthread_join(threads[t], &result);
-        bad += (long)(intptr_t)result;
-    }
+    long bad = stop(threads);
     write_file("ready", THREADS * KEEP_PER_THREAD);
     while (!exists("stop")) {
         unsigned char *p = malloc(16384);

@@ -2537,6 +2537,16 @@ mod tests {
         );
     }
 
+    /// The program of the warm-start tests' process.
+    fn app_program() -> crate::sitestore::Program {
+        crate::sitestore::Program {
+            exe: "/usr/bin/app".into(),
+            uid: 0,
+            exe_size: 8192,
+            exe_mtime_ns: 1,
+        }
+    }
+
     /// Warm start end to end through the daemon: a placement learnt in one run is saved (at
     /// the interval, and at detach) and applied in the next run of the same program, whose
     /// addresses and site ids ASLR changed, at attach when the call path's modules are mapped,
@@ -2545,15 +2555,10 @@ mod tests {
     #[test]
     fn a_learnt_placement_is_saved_and_applied_in_the_next_run() {
         use crate::process::PlacedBy;
-        use crate::sitestore::{Learnt, Program, SiteStore};
+        use crate::sitestore::{Learnt, SiteStore};
         let sys = tempfile::tempdir().unwrap();
         let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
-        let program = Program {
-            exe: "/usr/bin/app".into(),
-            uid: 0,
-            exe_size: 8192,
-            exe_mtime_ns: 1,
-        };
+        let program = app_program();
         let store_dir = sys.path().join("sites");
         // The cold site's call path: app+0x1234 called from libc+0x29d90, and a hot one.
         let path_at = |app: u64, libc: u64| vec![app + 0x1234, libc + 0x29d90];
@@ -2700,15 +2705,10 @@ mod tests {
     #[test]
     fn a_short_lived_site_is_remembered_and_sampled_from_the_next_runs_start() {
         use crate::process::tests::{churn, push_at};
-        use crate::sitestore::{Program, SiteStore};
+        use crate::sitestore::SiteStore;
         let sys = tempfile::tempdir().unwrap();
         let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
-        let program = Program {
-            exe: "/usr/bin/app".into(),
-            uid: 0,
-            exe_size: 8192,
-            exe_mtime_ns: 1,
-        };
+        let program = app_program();
         let store_dir = sys.path().join("sites");
         let temp_at = |app: u64, libc: u64| vec![app + 0x1234, libc + 0x29d90];
         let kept_at = |app: u64, libc: u64| vec![app + 0x1300, libc + 0x29d90];
