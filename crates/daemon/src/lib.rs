@@ -634,11 +634,12 @@ impl Daemon {
             sites,
             self.topology.tiers.len(),
         ));
-        p.last_maps = read_maps(p.pid);
-        let (placed, short_lived) = match &p.last_maps {
-            Some(maps) if remembered > 0 => p.predict_sites(&maps.clone()),
+        let maps = read_maps(p.pid);
+        let (placed, short_lived) = match &maps {
+            Some(maps) if remembered > 0 => p.predict_sites(maps),
             _ => (0, 0),
         };
+        p.last_maps = maps;
         if remembered > 0 {
             tracing::info!(
                 pid = p.pid,

@@ -322,6 +322,8 @@ pub struct SiteLives {
     pub run: Lifetimes,
     /// Marked short-lived in the control area's site table.
     pub short_lived: bool,
+    /// Marked so by warm start, from an earlier run, rather than judged in this one.
+    pub remembered: bool,
 }
 
 /// Hashes a site id, which is a hash of a call path already, to itself: the lifetimes of a
@@ -426,7 +428,8 @@ pub struct WarmStart {
     /// Sites placed or marked short-lived at attach, from remembered call paths and the memory
     /// map, before the library described them: site id -> call path.
     pub predicted: HashMap<u64, Vec<String>>,
-    /// A placement the store records changed since the last save.
+    /// Something the store records (a placement, a short-lived mark) changed since the last
+    /// save.
     pub unsaved: bool,
 }
 
@@ -1175,6 +1178,7 @@ impl Process {
             return None;
         }
         lives.short_lived = true;
+        lives.remembered = true;
         Some(Warmed::ShortLived)
     }
 
@@ -1505,20 +1509,19 @@ impl Process {
                 && lifetimes::short_lived(lives.short_lived, &lives.past);
             if short_lived != lives.short_lived && control.set_site_short_lived(site, short_lived) {
                 lives.short_lived = short_lived;
+                lives.remembered = false;
                 changed.push((site, short_lived));
+            }
+            // A site's counts are kept for the run, as its sites are (the store's verdict is on
+            // the whole run); but one that was quiet for the whole window starts its window
+            // afresh when it is busy again, so that it is judged on two intervals of its objects.
+            if !lives.short_lived && lives.past.iter().all(|p| p.young + p.old == 0) {
+                lives.past.clear();
             }
         }
         // The site's objects allocated unreported while it was short-lived: those still live
         // are learnt from a resync.
         self.resync_wanted |= changed.iter().any(|&(_, short_lived)| !short_lived);
-        // A site's counts are kept for the run, as its sites are (the store's verdict is on the
-        // whole run); but one that was quiet for the whole window starts its window afresh when
-        // it is busy again, so that it is judged on two intervals of its objects.
-        for lives in self.site_lives.values_mut() {
-            if !lives.short_lived && lives.past.iter().all(|p| p.young + p.old == 0) {
-                lives.past.clear();
-            }
-        }
         if !changed.is_empty() {
             if let Some(warm) = &mut self.warm {
                 warm.unsaved = true;

@@ -182,7 +182,7 @@ fn short_lived_sites_json(p: &crate::process::Process) -> Vec<Value> {
                 // One marked by warm start before the library described it: the remembered path.
                 "frames": p.sites.get(&site).and_then(|f| f.names.clone())
                     .or_else(|| p.warm.as_ref().and_then(|w| w.predicted.get(&site).cloned())),
-                "remembered": p.warm.as_ref().is_some_and(|w| w.predicted.contains_key(&site)),
+                "remembered": p.site_lives.get(&site).is_some_and(|l| l.remembered),
             })
         })
         .collect()

@@ -2756,6 +2756,10 @@ mod tests {
         assert_eq!(p.short_lived_sites(), [temp2]);
         let status = crate::status::status_json(&daemon);
         assert_eq!(status["processes"][0]["warm_start"]["placed_at_attach"], 1);
+        assert_eq!(
+            status["processes"][0]["short_lived_sites"][0]["remembered"],
+            true
+        );
         // Samples that die young keep it so, across intervals.
         let p = daemon.processes.get_mut(&1).unwrap();
         assert_eq!(describe_site(p, &temp_at(app, libc)), temp2);
