@@ -15,7 +15,7 @@
  * meanwhile: the library answers the daemon's requests on its tracked allocations. It then
  * checks every kept buffer and prints "temp_buffers ok kept=N".
  *
- * With SECONDS, the threads only churn, for that long, and the program exits printing
+ * With SECONDS (a decimal number), the threads only churn, for that long, and the program exits printing
  * "temp_buffers ok churned=N": a short run of the program, for warm start.
  */
 #include <pthread.h>
@@ -138,7 +138,7 @@ int main(int argc, char **argv) {
     pthread_t threads[THREADS];
     for (int t = 0; t < THREADS; t++) pthread_create(&threads[t], NULL, churn, (void *)(intptr_t)t);
     if (argc == 3) {
-        sleep_ms(atol(argv[2]) * 1000);
+        sleep_ms((long)(atof(argv[2]) * 1000));
         long bad = stop(threads);
         if (bad) {
             printf("temp_buffers: %ld corrupted bytes\n", bad);

@@ -420,6 +420,7 @@ impl Daemon {
             for p in self.processes.values_mut() {
                 p.drain();
             }
+            self.judge_early();
             self.source.poll();
             if follow_at.is_some_and(|at| Instant::now() >= at) && Instant::now() < next_interval {
                 follow_at = None;

@@ -186,6 +186,14 @@ impl PendingObjects {
         self.slots.iter().filter(|s| s.start != 0).map(|s| &s.start)
     }
 
+    /// Every object, in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = &Object> + '_ {
+        self.slots
+            .iter()
+            .filter(|s| s.start != 0)
+            .map(|s| &s.object)
+    }
+
     /// Takes every object out, leaving the table empty. It keeps its slots for the next
     /// interval's objects, unless it held fewer than an eighth of them at its fullest since the
     /// last drain: each interval would otherwise grow it again, by doubling, into fresh memory

@@ -324,7 +324,18 @@ pub struct SiteLives {
     pub short_lived: bool,
     /// Marked so by warm start, from an earlier run, rather than judged in this one.
     pub remembered: bool,
+    /// When the first object counted in its window was allocated: how long the site has been
+    /// watched, for the early judgement (`lifetimes::short_lived_early`).
+    pub since_ns: Option<u64>,
+    /// No early judgement of the site before this time (each one that fails waits for the
+    /// watch to grow by a quarter).
+    pub next_early_ns: u64,
 }
+
+/// Every this many young deaths of a site in an interval, the site is a candidate for the
+/// early judgement (`Process::judge_early`): a test on the daemon's busiest path costs one
+/// mask, and a site that makes temporaries fast is looked at every few milliseconds.
+const EARLY_CANDIDATE_EVERY: u64 = 4096;
 
 /// Hashes a site id, which is a hash of a call path already, to itself: the lifetimes of a
 /// site are counted on every free, in the daemon's busiest loop.
@@ -351,10 +362,12 @@ pub type SiteMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<SiteIdHasher
 
 /// Counts an object of `site` that lived from `created_ns` to `end_ns` (now, if it still
 /// lives), young or old for `young_ns`. One still young and live is not counted yet: true for
-/// it (to be looked at again), false once counted or for site 0.
+/// it (to be looked at again), false once counted or for site 0. A site that is not
+/// short-lived is pushed to `candidates` every `EARLY_CANDIDATE_EVERY` young deaths.
 #[inline]
 fn count_life(
     lives: &mut SiteMap<SiteLives>,
+    candidates: &mut Vec<u64>,
     young_ns: u64,
     site: u64,
     created_ns: u64,
@@ -364,13 +377,20 @@ fn count_life(
     if site == 0 {
         return false;
     }
-    let young = end_ns.saturating_sub(created_ns) < young_ns;
+    let age = end_ns.saturating_sub(created_ns);
+    let young = age < young_ns;
     if young && !ended {
         return true;
     }
-    let current = &mut lives.entry(site).or_default().current;
+    let lives = lives.entry(site).or_default();
+    lives.since_ns = Some(lives.since_ns.map_or(created_ns, |t| t.min(created_ns)));
+    let current = &mut lives.current;
     if young {
         current.young += 1;
+        current.longest_young_ns = current.longest_young_ns.max(age);
+        if current.young.is_multiple_of(EARLY_CANDIDATE_EVERY) && !lives.short_lived {
+            candidates.push(site);
+        }
     } else {
         current.old += 1;
     }
@@ -575,6 +595,9 @@ pub struct Process {
     /// Ask for a resync at the next drain, drops or not: a site is no longer short-lived, and
     /// objects of it the library allocated unreported may still live.
     pub resync_wanted: bool,
+    /// Sites to judge early at the next `judge_early` (pushed as their young deaths mount;
+    /// may repeat).
+    pub early_candidates: Vec<u64>,
 }
 
 /// The advice bits of every advised range (start -> (len, bits)) that overlaps [start, start + len).
@@ -689,6 +712,7 @@ impl Process {
             site_lives: SiteMap::default(),
             young_records: Vec::new(),
             resync_wanted: false,
+            early_candidates: Vec::new(),
         }
     }
 
@@ -719,7 +743,11 @@ impl Process {
                 // An allocation taken back still counts as allocated, for the allocation
                 // trigger (its length validated as an `Alloc`'s would be).
                 let (stats, unclaimed) = (&mut self.stats, &mut self.allocated_unclaimed);
-                let (lives, young_ns) = (&mut self.site_lives, self.young_ns);
+                let (lives, candidates, young_ns) = (
+                    &mut self.site_lives,
+                    &mut self.early_candidates,
+                    self.young_ns,
+                );
                 let taken_back = |event: &Event| {
                     stats.cancelled_allocations += 1;
                     let len = event.len.min(MAX_OBJECT_BYTES);
@@ -727,7 +755,8 @@ impl Process {
                     *unclaimed = unclaimed.saturating_add(len);
                     // Freed before the daemon could read it: it died young.
                     if let Some(young_ns) = young_ns {
-                        count_life(lives, young_ns, event.site, 0, 0, true);
+                        let t = event.time_ns;
+                        count_life(lives, candidates, young_ns, event.site, t, t, true);
                     }
                 };
                 match self.ring.pop(taken_back) {
@@ -804,6 +833,7 @@ impl Process {
                 if let (Some(object), Some(young_ns)) = (object, self.young_ns) {
                     count_life(
                         &mut self.site_lives,
+                        &mut self.early_candidates,
                         young_ns,
                         object.site,
                         object.created_ns,
@@ -1462,11 +1492,16 @@ impl Process {
         if let Some(young_ns) = self.young_ns {
             // Records made young at earlier commits, if they live on (the same object: a new
             // one at the same start was made at another time), may be old by now.
-            let (objects, lives) = (&self.objects, &mut self.site_lives);
+            let (objects, lives, candidates) = (
+                &self.objects,
+                &mut self.site_lives,
+                &mut self.early_candidates,
+            );
             // Counted once old; true while still young.
             let mut count = |object: &Object| {
                 count_life(
                     lives,
+                    candidates,
                     young_ns,
                     object.site,
                     object.created_ns,
@@ -1517,6 +1552,7 @@ impl Process {
             // afresh when it is busy again, so that it is judged on two intervals of its objects.
             if !lives.short_lived && lives.past.iter().all(|p| p.young + p.old == 0) {
                 lives.past.clear();
+                lives.since_ns = None;
             }
         }
         // The site's objects allocated unreported while it was short-lived: those still live
@@ -1528,6 +1564,81 @@ impl Process {
             }
         }
         changed
+    }
+
+    /// Between intervals: marks short-lived the sites among the candidates that
+    /// `lifetimes::short_lived_early` finds so by now (`now_ns`), before their window is
+    /// complete. Returns the sites marked.
+    pub fn judge_early(&mut self, now_ns: u64) -> Vec<u64> {
+        let mut marked = Vec::new();
+        let Some(young_ns) = self.young_ns else {
+            self.early_candidates.clear();
+            return marked;
+        };
+        if self.early_candidates.is_empty() {
+            return marked;
+        }
+        let mut candidates = std::mem::take(&mut self.early_candidates);
+        candidates.sort_unstable();
+        candidates.dedup();
+        // Those whose counts allow it and whose time has come: cheap tests before the pass
+        // over the objects below.
+        let window = |lives: &SiteLives| {
+            let mut window = lives.current;
+            lives.past.iter().for_each(|p| window.add(*p));
+            window
+        };
+        candidates.retain(|site| {
+            self.site_lives.get(site).is_some_and(|lives| {
+                let window = window(lives);
+                !lives.short_lived
+                    && now_ns >= lives.next_early_ns
+                    && window.old == 0
+                    && window.young >= lifetimes::SHORT_LIVED_MIN_YOUNG
+            }) && !self.placements.contains_key(site)
+        });
+        if candidates.is_empty() {
+            return marked;
+        }
+        // The oldest live object of each candidate, in one pass over the objects.
+        let mut oldest: SiteMap<u64> = candidates.iter().map(|&s| (s, u64::MAX)).collect();
+        for object in self.pending.values().chain(self.objects.values()) {
+            if let Some(created) = oldest.get_mut(&object.site) {
+                *created = (*created).min(object.created_ns);
+            }
+        }
+        let control = self.ring.control();
+        for site in candidates {
+            let lives = self.site_lives.get_mut(&site).expect("kept above");
+            let watched_ns = now_ns.saturating_sub(lives.since_ns.unwrap_or(now_ns));
+            let oldest_live_ns = match oldest[&site] {
+                u64::MAX => 0,
+                created => now_ns.saturating_sub(created),
+            };
+            tracing::debug!(
+                site = format_args!("{site:#x}"),
+                ?watched_ns,
+                ?oldest_live_ns,
+                window = ?window(lives),
+                "early judgement"
+            );
+            if lifetimes::short_lived_early(window(lives), watched_ns, oldest_live_ns, young_ns)
+                && control.set_site_short_lived(site, true)
+            {
+                lives.short_lived = true;
+                lives.remembered = false;
+                marked.push(site);
+            } else {
+                // Judged again once the watch is a quarter longer.
+                lives.next_early_ns = now_ns.saturating_add(watched_ns / 4);
+            }
+        }
+        if !marked.is_empty() {
+            if let Some(warm) = &mut self.warm {
+                warm.unsaved = true;
+            }
+        }
+        marked
     }
 
     /// Sites marked short-lived now, in order.
@@ -1782,6 +1893,62 @@ pub(crate) mod tests {
         p.drain();
         assert_eq!(p.ring.control().resync_request.load(Ordering::Relaxed), 1);
         assert!(!p.resync_wanted);
+    }
+
+    /// A busy site of temporaries is marked between intervals, once it has been watched long
+    /// enough for its objects' lives to be a small part of the watch; a site that keeps one
+    /// object, or a placed one, is not; an object live at the mark that lives on unmarks it.
+    #[test]
+    fn a_busy_site_of_temporaries_is_short_lived_before_its_window() {
+        let (mut p, _peer) = process();
+        let ms = 1_000_000;
+        let young_ns = 1_000 * ms;
+        p.young_ns = Some(young_ns);
+        let (churning, keeping, placed) = (0x7007, 0x8008, 0x9009);
+        p.place_site(placed, Some(1));
+        let t = 5_000 * ms;
+        churn(&mut p, churning, 20_000, t);
+        churn(&mut p, placed, 20_000, t);
+        churn(&mut p, keeping, 20_000, t);
+        push_at(&mut p, EventKind::Alloc, 0x5000_0000, t, keeping, 0);
+        // An object of the churning site still live, allocated late in the watch.
+        push_at(
+            &mut p,
+            EventKind::Alloc,
+            0x6000_0000,
+            t + 250 * ms,
+            churning,
+            0,
+        );
+        p.drain();
+        assert!(
+            p.judge_early(t + 200 * ms).is_empty(),
+            "watched for less than a quarter of young_ns"
+        );
+        assert!(
+            p.judge_early(t + 300 * ms).is_empty(),
+            "not candidates again yet"
+        );
+        churn(&mut p, churning, 4_096, t + 300 * ms);
+        churn(&mut p, keeping, 4_096, t + 300 * ms);
+        churn(&mut p, placed, 4_096, t + 300 * ms);
+        assert_eq!(p.judge_early(t + 300 * ms), [churning]);
+        let control = p.ring.control();
+        assert!(control.site_advice(churning).short_lived);
+        assert!(
+            !control.site_advice(keeping).short_lived,
+            "its object is as old as the watch"
+        );
+        assert_eq!(control.site_advice(placed).tier, Some(1));
+        assert!(!control.site_advice(placed).short_lived);
+        assert!(!p.site_lives[&churning].remembered);
+        // The interval's own judgement keeps the mark.
+        p.commit_pending(t + 400 * ms);
+        assert!(p.judge_sites().is_empty());
+        // The object live at the mark lives on: the site is unmarked, and a resync asked.
+        p.commit_pending(t + 1_300 * ms);
+        assert_eq!(p.judge_sites(), [(churning, false)]);
+        assert!(p.resync_wanted);
     }
 
     /// A site's counts last the run (for the store's verdict), but a site quiet for a whole

@@ -816,6 +816,22 @@ impl Daemon {
         }
     }
 
+    /// Marks the sites that are short-lived before their window is complete
+    /// (`Process::judge_early`): called after every drain.
+    pub fn judge_early(&mut self) {
+        let now = crate::monotonic_ns();
+        for p in self.processes.values_mut() {
+            for site in p.judge_early(now) {
+                tracing::info!(
+                    pid = p.pid,
+                    site = format_args!("{site:#x}"),
+                    "short-lived site: its objects all died within a quarter of the time it was watched; the library now reports one in {} of its new objects",
+                    objtier_wire::SHORT_LIVED_SAMPLE
+                );
+            }
+        }
+    }
+
     /// Makes the allocations buffered since the last call records.
     fn commit_new_objects(&mut self) {
         let now = crate::monotonic_ns();
