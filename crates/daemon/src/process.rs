@@ -1591,8 +1591,10 @@ impl Process {
         candidates.retain(|site| {
             self.site_lives.get(site).is_some_and(|lives| {
                 let window = window(lives);
+                let watched_ns = now_ns.saturating_sub(lives.since_ns.unwrap_or(now_ns));
                 !lives.short_lived
                     && now_ns >= lives.next_early_ns
+                    && lifetimes::early_judgement_applies(watched_ns, young_ns)
                     && window.old == 0
                     && window.young >= lifetimes::SHORT_LIVED_MIN_YOUNG
             }) && !self.placements.contains_key(site)
