@@ -1602,9 +1602,21 @@ impl Process {
         if candidates.is_empty() {
             return marked;
         }
-        // The oldest live object of each candidate, in one pass over the objects.
+        // The oldest live object of each candidate, among those not yet counted: this
+        // interval's, and records still young. A live object older than `young_ns` was counted
+        // old at a commit (which keeps its site from being a candidate in that window), so a
+        // pass over these finds every one that matters, however many records the process has.
         let mut oldest: SiteMap<u64> = candidates.iter().map(|&s| (s, u64::MAX)).collect();
-        for object in self.pending.values().chain(self.objects.values()) {
+        let (objects, sites) = (&self.objects, &candidates);
+        let still_young = self
+            .young_records
+            .iter()
+            // Of a candidate, and live (not freed since the last commit, its start not reused).
+            .filter(|(start, object)| {
+                sites.binary_search(&object.site).is_ok() && objects.get(start) == Some(object)
+            })
+            .map(|(_, object)| object);
+        for object in self.pending.values().chain(still_young) {
             if let Some(created) = oldest.get_mut(&object.site) {
                 *created = (*created).min(object.created_ns);
             }
@@ -1923,6 +1935,9 @@ pub(crate) mod tests {
             0,
         );
         p.drain();
+        // Both live objects become records, still young: the early judgement finds them there.
+        p.commit_pending(t + 260 * ms);
+        assert_eq!(p.young_records.len(), 2);
         assert!(
             p.judge_early(t + 200 * ms).is_empty(),
             "watched for less than a quarter of young_ns"
