@@ -973,6 +973,14 @@ impl Process {
         self.remove_object(from);
         self.remove_object(start);
         self.insert_object(start, Object { len, ..old });
+        // Still young, so not yet counted for its site: looked at again by the next commits at
+        // its new start and length (the entry under the old ones no longer matches).
+        if self
+            .young_ns
+            .is_some_and(|young_ns| time_ns.saturating_sub(old.created_ns) < young_ns)
+        {
+            self.young_records.push((start, Object { len, ..old }));
+        }
         for (record_start, record) in self.records.range_mut(start..start + len) {
             let (lo, hi) = (record_start - start, record_start - start + record.len);
             for (offset, old) in &history {
@@ -2304,6 +2312,28 @@ pub(crate) mod tests {
 
     /// An allocation of this interval that moves stays one (with its site); a move from a start
     /// the daemon never heard of (a dropped allocation) is an allocation of no known site.
+    /// A record still young when `realloc` moves or grows it is looked at again by the next
+    /// commits under its new start and length, and counted old for its site once it is.
+    #[test]
+    fn a_young_record_moved_is_still_counted_for_its_site() {
+        let (mut p, _peer) = process();
+        let young_ns = 1_000;
+        p.young_ns = Some(young_ns);
+        let site = 0x7007;
+        push_at(&mut p, EventKind::Alloc, 0x10000, 0, site, 0);
+        push_at(&mut p, EventKind::Alloc, 0x30000, 0, site, 0);
+        p.drain();
+        p.commit_pending(500);
+        assert_eq!(p.young_records.len(), 2);
+        // One moves (its time: 7 ns), the other grows in place.
+        push_event(&p, moved(0x10000, 0x40000, 16384));
+        push_event(&p, moved(0x30000, 0x30000, 16384));
+        p.drain();
+        p.commit_pending(2_000);
+        assert_eq!(p.site_lives[&site].current.old, 2, "both lived on");
+        assert!(p.young_records.is_empty());
+    }
+
     #[test]
     fn a_moved_new_or_unknown_object_is_an_allocation() {
         let (mut p, _peer) = process();
