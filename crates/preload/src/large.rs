@@ -55,6 +55,7 @@
 //! granule, which names the owning shard and chunk. A second side table per chunk keeps each live
 //! object's allocation site, so the objects re-announced to a (re)attaching daemon keep theirs.
 
+use crate::discard;
 use crate::free_index::{self, Free, FreeIndex};
 use crate::lock::FutexMutex;
 use crate::log;
@@ -292,6 +293,22 @@ fn coarse_ticks() -> u64 {
 /// The tick of `now_ns`, a time read from `report::now_ns`.
 fn ticks_at(now_ns: u64) -> u64 {
     now_ns / (1_000_000_000 / TICKS_PER_SECOND)
+}
+
+/// Dirty extents taken out of the cache to be given back to the kernel together
+/// (`State::give_back`): their pages, and `(chunk, first page, pages)` of each.
+struct Evicted {
+    discards: discard::Batch,
+    extents: [(u32, u32, u32); discard::BATCH],
+}
+
+impl Evicted {
+    fn new() -> Self {
+        Self {
+            discards: discard::Batch::new(),
+            extents: [(0, 0, 0); discard::BATCH],
+        }
+    }
 }
 
 struct Chunk {
@@ -894,6 +911,8 @@ pub fn trim() -> bool {
         let mut state = shard.lock();
         state.flush_quick();
         released |= !state.dirty.is_empty();
+        let cached = state.dirty_bytes;
+        state.evict_dirty(cached);
         while !state.dirty.is_empty() {
             state.evict_largest_dirty();
         }
@@ -1252,9 +1271,11 @@ impl State {
         });
         // Evicting whole extents in any order leaves the same state: each becomes clean and
         // merges with its clean neighbours.
+        let mut evicted = Evicted::new();
         for key in idle {
-            self.evict_dirty_extent(key, key.pages as usize);
+            self.evict_dirty_extent(key, key.pages as usize, &mut evicted);
         }
+        self.give_back(&mut evicted);
     }
 
     fn take_free(
@@ -1321,11 +1342,15 @@ impl State {
     /// one over-budget free into a cold start for every size the program reuses.
     fn evict_dirty(&mut self, bytes: usize) {
         let mut needed_pages = bytes.div_ceil(PAGE_SIZE);
+        let mut evicted = Evicted::new();
         while needed_pages > 0 {
             let largest = (0..self.placements.len() as u32)
                 .filter_map(|p| self.dirty.largest(p))
                 .max_by_key(|key| key.pages);
             let Some(key) = largest else {
+                // Quick-listed extents merge with their neighbours' tags: the evicted ones must
+                // be clean free space first.
+                self.give_back(&mut evicted);
                 if !self.quick.is_empty() {
                     self.flush_quick();
                     continue;
@@ -1334,14 +1359,20 @@ impl State {
                 return;
             };
             let evict = (key.pages as usize).min(needed_pages);
-            self.evict_dirty_extent(key, evict);
+            self.evict_dirty_extent(key, evict, &mut evicted);
             needed_pages -= evict;
         }
+        self.give_back(&mut evicted);
     }
 
-    /// Returns the last `evict` pages of the dirty extent `key` to the kernel (as clean free
-    /// space); the rest of it stays cached.
-    fn evict_dirty_extent(&mut self, key: Free, evict: usize) {
+    /// Takes the last `evict` pages of the dirty extent `key` out of the cache, into `evicted`
+    /// (given back to the kernel, then clean free space, by `give_back`); the rest of it stays
+    /// cached. Until then the evicted pages are in no set and keep their old tags, which nothing
+    /// reads: only `give_back` may touch them, in the same hold of the lock.
+    fn evict_dirty_extent(&mut self, key: Free, evict: usize, evicted: &mut Evicted) {
+        if evicted.discards.is_full() {
+            self.give_back(evicted);
+        }
         self.dirty.remove(key);
         let (pages, chunk, start) = (key.pages as usize, key.chunk as usize, key.start as usize);
         let evict = evict.min(pages);
@@ -1354,15 +1385,22 @@ impl State {
         }
         let tail = start + keep;
         let addr = self.chunks[chunk].base + tail * PAGE_SIZE;
-        // SAFETY: a free extent nobody may use: it is in no set while we hold the lock.
-        unsafe {
-            libc::madvise(
-                addr as *mut libc::c_void,
-                evict * PAGE_SIZE,
-                libc::MADV_DONTNEED,
-            )
-        };
-        self.release(chunk, tail, evict);
+        evicted.extents[evicted.discards.len()] = (chunk as u32, tail as u32, evict as u32);
+        evicted.discards.push(addr, evict * PAGE_SIZE);
+    }
+
+    /// Gives the pages of the extents in `evicted` back to the kernel, together, then makes
+    /// them clean free space (merged with their clean neighbours, which may be each other).
+    fn give_back(&mut self, evicted: &mut Evicted) {
+        let count = evicted.discards.len();
+        if count == 0 {
+            return;
+        }
+        // SAFETY: free extents nobody may use: they are in no set while we hold the lock.
+        unsafe { evicted.discards.discard() };
+        for &(chunk, start, pages) in &evicted.extents[..count] {
+            self.release(chunk as usize, start as usize, pages as usize);
+        }
     }
 
     /// Returns an allocated (already zeroed) extent to the clean free set, merging it with
@@ -1826,6 +1864,50 @@ mod tests {
         check_all();
         assert!(free(q, |_, _| {}).is_some() && free(r, |_, _| {}).is_some());
         flush_dirty();
+    }
+
+    /// The idle purge gives back more extents than one batch of `discard` holds, in batches,
+    /// with `process_madvise` or a `madvise` each: every one is clean free space afterwards,
+    /// reads as zero, and merges with its neighbours once they are free too.
+    #[test]
+    fn a_purge_gives_back_many_extents_in_batches() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        for plain in [false, true] {
+            crate::discard::tests::FORCE_PLAIN.store(plain, Ordering::Relaxed);
+            flush_dirty();
+            // Freed and kept objects alternate, so that no two freed ones merge.
+            let n = 2 * discard::BATCH + 5;
+            let objects: Vec<*mut u8> = (0..2 * n).map(|_| big(9 * PAGE_SIZE, 8)).collect();
+            {
+                let _off = PurgeOff::new();
+                for &p in objects.iter().step_by(2) {
+                    // SAFETY: p is a live 9-page object.
+                    unsafe { p.write_bytes(0xA5, 9 * PAGE_SIZE) };
+                    assert!(free(p, |_, _| {}).is_some());
+                }
+            }
+            assert_eq!(cached_bytes(), n * 9 * PAGE_SIZE);
+            std::thread::sleep(std::time::Duration::from_millis(
+                (DIRTY_IDLE_TICKS + 2) * 1000 / TICKS_PER_SECOND,
+            ));
+            purge_if_due(crate::report::now_ns());
+            assert_eq!(cached_bytes(), 0, "every idle extent went back (plain: {plain})");
+            check_all();
+            let again: Vec<*mut u8> = (0..n).map(|_| big(9 * PAGE_SIZE, 8)).collect();
+            for &p in &again {
+                // SAFETY: a live 9-page object, on given-back pages.
+                unsafe {
+                    assert_eq!(*p, 0);
+                    assert_eq!(*p.add(9 * PAGE_SIZE - 1), 0);
+                }
+            }
+            for p in again.into_iter().chain(objects.into_iter().skip(1).step_by(2)) {
+                assert!(free(p, |_, _| {}).is_some());
+            }
+            flush_dirty();
+            check_all();
+        }
+        crate::discard::tests::FORCE_PLAIN.store(false, Ordering::Relaxed);
     }
 
     /// Returns every cached dirty extent to the kernel (tests start from a known state).

@@ -44,6 +44,7 @@ extern crate alloc;
 
 mod api;
 mod arenas;
+mod discard;
 mod free_index;
 mod large;
 mod lock;
