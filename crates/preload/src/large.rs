@@ -32,7 +32,8 @@
 //! plus cached bytes stay within the process's high-water mark of live bytes (at least 64 MiB
 //! of cache), evicting from the tails of the largest extents when a free would exceed it, and
 //! extents idle for a quarter of a second are returned to the kernel (checked on frees, tracked
-//! allocations and mimalloc's heartbeat: a program that stops freeing still returns them).
+//! allocations and mimalloc's heartbeat: a program that stops freeing still returns them);
+//! evictions and purges give their extents back in batches (`discard.rs`).
 //! `alloc` says whether the memory it returns is known to be zero, so `calloc` clears only
 //! dirty memory. Freed extents of up to `QUICK_MAX_PAGES` pages first wait in per-size quick
 //! lists (see `Quick`), so that the common free-then-allocate of one size skips the index's
@@ -1891,7 +1892,11 @@ mod tests {
                 (DIRTY_IDLE_TICKS + 2) * 1000 / TICKS_PER_SECOND,
             ));
             purge_if_due(crate::report::now_ns());
-            assert_eq!(cached_bytes(), 0, "every idle extent went back (plain: {plain})");
+            assert_eq!(
+                cached_bytes(),
+                0,
+                "every idle extent went back (plain: {plain})"
+            );
             check_all();
             let again: Vec<*mut u8> = (0..n).map(|_| big(9 * PAGE_SIZE, 8)).collect();
             for &p in &again {
@@ -1901,7 +1906,10 @@ mod tests {
                     assert_eq!(*p.add(9 * PAGE_SIZE - 1), 0);
                 }
             }
-            for p in again.into_iter().chain(objects.into_iter().skip(1).step_by(2)) {
+            for p in again
+                .into_iter()
+                .chain(objects.into_iter().skip(1).step_by(2))
+            {
                 assert!(free(p, |_, _| {}).is_some());
             }
             flush_dirty();
