@@ -115,7 +115,9 @@ unsafe fn discard_batched(ranges: &[libc::iovec]) -> usize {
         }
         return 0;
     }
-    BATCHED.store(WORKS, Ordering::Relaxed);
+    if BATCHED.load(Ordering::Relaxed) != WORKS {
+        BATCHED.store(WORKS, Ordering::Relaxed);
+    }
     // The kernel stops at the first range it could not advise, having advised those before it:
     // count whole ranges only (a range advised in part is advised again, whole, by the caller).
     let mut advised = advised as usize;
