@@ -154,18 +154,23 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
+    /// 400,000 young deaths, none old, the longest life `longest_ms`.
+    fn temporaries(longest_ms: u64) -> Lifetimes {
+        Lifetimes {
+            young: 400_000,
+            old: 0,
+            longest_young_ns: longest_ms * MS,
+        }
+    }
+
     #[test]
     fn a_busy_site_of_temporaries_is_short_lived_before_its_window() {
         let young = young_ns(2_000 * MS);
-        let temporaries = Lifetimes {
-            young: 400_000,
-            old: 0,
-            longest_young_ns: 120 * MS,
-        };
-        // cleaner's buffers, half a second into the run: deaths and the oldest live buffer
-        // within a quarter of it.
+        let temporaries = temporaries(120);
+        // Objects that live up to 120 ms, half a second into the watch: deaths and the oldest
+        // live object within a quarter of it.
         assert!(short_lived_early(temporaries, 500 * MS, 110 * MS, young));
-        // Too soon: the batch in flight is as old as a third of the watch.
+        // Too soon: the oldest live object is as old as a third of the watch.
         assert!(!short_lived_early(temporaries, 300 * MS, 110 * MS, young));
         // Too soon in any case: under an eighth of an interval watched.
         let instant = Lifetimes {
@@ -179,11 +184,7 @@ mod tests {
     #[test]
     fn a_site_that_keeps_objects_or_makes_few_is_not_short_lived_early() {
         let young = young_ns(2_000 * MS);
-        let temporaries = Lifetimes {
-            young: 400_000,
-            old: 0,
-            longest_young_ns: 5 * MS,
-        };
+        let temporaries = temporaries(5);
         // fragmentation: one object in sixteen lives to the end, as old as the watch.
         assert!(!short_lived_early(temporaries, 900 * MS, 890 * MS, young));
         // One object seen old, or one death late in the watch.
