@@ -5,17 +5,18 @@
 //! other CPU that runs one of the process's threads and waits for it to flush. One call per
 //! extent was a JVM's largest single cost in the library (bench/alloc `java`: 71,500 calls in a
 //! 6 s run; `smp_call_function_many_cond` and the interrupts' MSR writes were 5 % of its
-//! samples, and a range took 19 us with one other thread running; docs/performance.md).
+//! samples; docs/performance.md).
 //!
 //! So the ranges of one purge or eviction are collected in a [`Batch`] and given back with one
 //! `process_madvise(PIDFD_SELF, ranges, MADV_DONTNEED)`, which recent kernels carry out with
-//! one TLB flush for all of them (this host's 6.18: 0.9 us a range). Older kernels refuse the
-//! call (no `PIDFD_SELF` sentinel, or no `MADV_DONTNEED` through `process_madvise`), and every
-//! range then gets a `madvise` of its own, as before; the first refusal is remembered for the
-//! process. A pidfd of our own would work on more kernels, but it would be one more file
-//! descriptor in the program, which a program closing every descriptor would close or reuse. A
-//! program under a seccomp filter gets plain `madvise` only (`sandbox.rs`: a filter may kill a
-//! process for a call it does not expect).
+//! one TLB flush for all of them (this host's 6.18: 1.2 us a range against 21.9 us,
+//! `bench/alloc/discard-cost.c`). Older kernels refuse the call (no `PIDFD_SELF` sentinel, or
+//! no `MADV_DONTNEED` through `process_madvise`), and every range then gets a `madvise` of its
+//! own, as before; the first refusal is remembered for the process. A pidfd of our own would
+//! work on more kernels, but it would be one more file descriptor in the program, which a
+//! program closing every descriptor would close or reuse. A program under a seccomp filter gets
+//! plain `madvise` only (`sandbox.rs`: a filter may kill a process for a call it does not
+//! expect).
 
 use core::sync::atomic::{AtomicU8, Ordering};
 
