@@ -332,6 +332,20 @@ pub struct SiteLives {
     pub next_early_ns: u64,
 }
 
+impl SiteLives {
+    /// Its lifetimes over its window so far: the past intervals kept and this one.
+    pub fn window(&self) -> Lifetimes {
+        let mut window = self.current;
+        self.past.iter().for_each(|p| window.add(*p));
+        window
+    }
+
+    /// How long it has been watched at `now_ns` (0 before its first counted object).
+    pub fn watched_ns(&self, now_ns: u64) -> u64 {
+        now_ns.saturating_sub(self.since_ns.unwrap_or(now_ns))
+    }
+}
+
 /// Every this many young deaths of a site in an interval, the site is a candidate for the
 /// early judgement (`Process::judge_early`): a test on the daemon's busiest path costs one
 /// mask, and a site that makes temporaries fast is looked at every few milliseconds.
@@ -1397,9 +1411,7 @@ impl Process {
             }
         }
         if changed {
-            if let Some(warm) = &mut self.warm {
-                warm.unsaved = true;
-            }
+            self.store_changed();
         }
     }
 
@@ -1442,9 +1454,7 @@ impl Process {
         // Learnt in this run (or a remembered placement undone): the store should hear of it,
         // a proactive placement once it has held (`placement_plans_ended`).
         if by != PlacedBy::WarmStart && !proactive {
-            if let Some(warm) = &mut self.warm {
-                warm.unsaved = true;
-            }
+            self.store_changed();
         }
         true
     }
@@ -1567,11 +1577,17 @@ impl Process {
         // are learnt from a resync.
         self.resync_wanted |= changed.iter().any(|&(_, short_lived)| !short_lived);
         if !changed.is_empty() {
-            if let Some(warm) = &mut self.warm {
-                warm.unsaved = true;
-            }
+            self.store_changed();
         }
         changed
+    }
+
+    /// Something the site store records (a placement, a short-lived mark) changed: the next
+    /// save writes it.
+    fn store_changed(&mut self) {
+        if let Some(warm) = &mut self.warm {
+            warm.unsaved = true;
+        }
     }
 
     /// Between intervals: marks short-lived the sites among the candidates that
@@ -1591,18 +1607,12 @@ impl Process {
         candidates.dedup();
         // Those whose counts allow it and whose time has come: cheap tests before the pass
         // over the objects below.
-        let window = |lives: &SiteLives| {
-            let mut window = lives.current;
-            lives.past.iter().for_each(|p| window.add(*p));
-            window
-        };
         candidates.retain(|site| {
             self.site_lives.get(site).is_some_and(|lives| {
-                let window = window(lives);
-                let watched_ns = now_ns.saturating_sub(lives.since_ns.unwrap_or(now_ns));
+                let window = lives.window();
                 !lives.short_lived
                     && now_ns >= lives.next_early_ns
-                    && lifetimes::early_judgement_applies(watched_ns, young_ns)
+                    && lifetimes::early_judgement_applies(lives.watched_ns(now_ns), young_ns)
                     && window.old == 0
                     && window.young >= lifetimes::SHORT_LIVED_MIN_YOUNG
             }) && !self.placements.contains_key(site)
@@ -1632,7 +1642,7 @@ impl Process {
         let control = self.ring.control();
         for site in candidates {
             let lives = self.site_lives.get_mut(&site).expect("kept above");
-            let watched_ns = now_ns.saturating_sub(lives.since_ns.unwrap_or(now_ns));
+            let (window, watched_ns) = (lives.window(), lives.watched_ns(now_ns));
             let oldest_live_ns = match oldest[&site] {
                 u64::MAX => 0,
                 created => now_ns.saturating_sub(created),
@@ -1641,10 +1651,10 @@ impl Process {
                 site = format_args!("{site:#x}"),
                 ?watched_ns,
                 ?oldest_live_ns,
-                window = ?window(lives),
+                ?window,
                 "early judgement"
             );
-            if lifetimes::short_lived_early(window(lives), watched_ns, oldest_live_ns, young_ns)
+            if lifetimes::short_lived_early(window, watched_ns, oldest_live_ns, young_ns)
                 && control.set_site_short_lived(site, true)
             {
                 lives.short_lived = true;
@@ -1656,9 +1666,7 @@ impl Process {
             }
         }
         if !marked.is_empty() {
-            if let Some(warm) = &mut self.warm {
-                warm.unsaved = true;
-            }
+            self.store_changed();
         }
         marked
     }

@@ -912,11 +912,8 @@ pub fn trim() -> bool {
         let mut state = shard.lock();
         state.flush_quick();
         released |= !state.dirty.is_empty();
-        let cached = state.dirty_bytes;
-        state.evict_dirty(cached);
-        while !state.dirty.is_empty() {
-            state.evict_largest_dirty();
-        }
+        // All of it, whatever the count says: `evict_dirty` stops only when the index is empty.
+        state.evict_dirty(usize::MAX);
         state.after_change();
     }
     released
@@ -1330,11 +1327,6 @@ impl State {
     fn insert_free(&mut self, chunk: usize, start: usize, pages: usize) {
         self.chunks[chunk].mark(start, pages, 0);
         self.free.insert(free_key(chunk, start, pages));
-    }
-
-    /// Returns the largest dirty extent's pages to the kernel and makes it clean free space.
-    fn evict_largest_dirty(&mut self) {
-        self.evict_dirty(1);
     }
 
     /// Returns at least `bytes` of cached dirty memory to the kernel, from the largest extents,
