@@ -15,8 +15,8 @@
  * meanwhile: the library answers the daemon's requests on its tracked allocations. It then
  * checks every kept buffer and prints "temp_buffers ok kept=N".
  *
- * With SECONDS (a decimal number), the threads only churn, for that long, and the program exits printing
- * "temp_buffers ok churned=N": a short run of the program, for warm start.
+ * With SECONDS (a decimal number), the threads only churn, for that long, and the program exits
+ * printing "temp_buffers ok churned=N": a short run of the program, for warm start.
  */
 #include <pthread.h>
 #include <stdatomic.h>
