@@ -175,9 +175,10 @@ struct DaemonArgs {
     #[arg(long, value_parser = ["on", "off"])]
     warm_start: Option<String>,
     /// Find allocation sites whose objects all die within half an interval (at least 10,000
-    /// over two intervals, none older), and have the library report only one in 64 of their
-    /// new objects (and none of the others' frees): on or off
-    /// [default: on].
+    /// over two intervals, none older; a busy site sooner, once its objects all died within a
+    /// quarter of the time it was watched, a quarter of a second at least), and have the
+    /// library report only one in 64 of their new objects (and none of the others' frees): on
+    /// or off [default: on].
     #[arg(long, value_parser = ["on", "off"])]
     short_lived_sites: Option<String>,
     /// Directory of the warm-start site store [default: /var/lib/objtier/sites for root, else
