@@ -646,11 +646,12 @@ pub fn site_of(ptr: *const u8) -> u64 {
 /// live object here (ignored: a double or invalid free must not corrupt other objects).
 /// `on_free` runs under the lock of the shard that owns it, before the memory can be reused,
 /// with what `alloc`'s `on_alloc` returned for it (0 if it has moved, grown or been
-/// re-announced since).
-pub fn free(ptr: *mut u8, on_free: impl FnOnce(Extent, u64)) -> Option<Extent> {
+/// re-announced since). `now_ns` is the caller's read of `report::now_ns`, which it needs for
+/// the free's report anyway: it dates the extent in the cache (a clock read less per free).
+pub fn free(ptr: *mut u8, now_ns: u64, on_free: impl FnOnce(Extent, u64)) -> Option<Extent> {
     let addr = ptr as usize;
     let (shard, chunk) = owner(addr)?;
-    let now = coarse_ticks();
+    let now = ticks_at(now_ns);
     let mut state = SHARDS[shard].lock();
     let extent = state.allocated_extent(chunk, addr)?;
     let start_page = (addr - state.chunks[chunk].base) / PAGE_SIZE;
@@ -1737,11 +1738,14 @@ mod tests {
         let guard_after = big(PAGE_SIZE, 8);
         // SAFETY: p is a live 3-page object.
         unsafe { *p = 7 };
-        assert!(free(p, |_, _| {}).is_some());
+        assert!(free(p, crate::report::now_ns(), |_, _| {}).is_some());
         assert_eq!(quick_count(), 1);
         assert_eq!(cached_bytes(), 3 * PAGE_SIZE, "counted in the dirty cache");
         // A quick-listed extent is no object: a second free, a lookup and a snapshot skip it.
-        assert!(free(p, |_, _| {}).is_none(), "double free refused");
+        assert!(
+            free(p, crate::report::now_ns(), |_, _| {}).is_none(),
+            "double free refused"
+        );
         assert!(extent_of(p).is_none());
         let mut live = Vec::new();
         for_each_live(|e, _| live.push(e.addr), || {});
@@ -1756,12 +1760,12 @@ mod tests {
         assert_eq!(unsafe { *r }, 7);
         assert_eq!(quick_count(), 0);
         // Page-aligned requests of more than a page never come from the quick lists.
-        assert!(free(r, |_, _| {}).is_some());
+        assert!(free(r, crate::report::now_ns(), |_, _| {}).is_some());
         let (s, _) = alloc(3 * PAGE_SIZE, 2 * PAGE_SIZE, 0, 0, |_| 0).unwrap();
         assert_eq!(quick_count(), 1);
         check_all();
         for x in [q, s, guard_before, guard_after] {
-            assert!(free(x, |_, _| {}).is_some());
+            assert!(free(x, crate::report::now_ns(), |_, _| {}).is_some());
         }
         flush_dirty();
         assert_eq!((quick_count(), cached_bytes()), (0, 0));
@@ -1780,7 +1784,7 @@ mod tests {
             .collect();
         let fence = big(PAGE_SIZE, 8);
         for &b in &blocks {
-            assert!(free(b, |_, _| {}).is_some());
+            assert!(free(b, crate::report::now_ns(), |_, _| {}).is_some());
         }
         assert_eq!(quick_count(), QUICK_DEPTH);
         assert_eq!(cached_bytes(), blocks.len() * 2 * PAGE_SIZE);
@@ -1792,8 +1796,8 @@ mod tests {
         check_all();
         let (whole, contents) = alloc(blocks.len() * 2 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
         assert_eq!((whole, contents), (blocks[0], Contents::Dirty));
-        assert!(free(whole, |_, _| {}).is_some());
-        assert!(free(fence, |_, _| {}).is_some());
+        assert!(free(whole, crate::report::now_ns(), |_, _| {}).is_some());
+        assert!(free(fence, crate::report::now_ns(), |_, _| {}).is_some());
         flush_dirty();
         assert_eq!(cached_bytes(), 0);
         check_all();
@@ -1806,7 +1810,7 @@ mod tests {
         flush_dirty();
         let p = big(4 * PAGE_SIZE, 8);
         let fence = big(PAGE_SIZE, 8);
-        assert!(free(p, |_, _| {}).is_some());
+        assert!(free(p, crate::report::now_ns(), |_, _| {}).is_some());
         assert_eq!(quick_count(), 1);
         // Only quick-listed memory is cached: evicting it must find it, not forget it.
         SHARDS[thread_shard()].lock().evict_dirty(PAGE_SIZE);
@@ -1817,7 +1821,7 @@ mod tests {
             "the tail page went back to the kernel"
         );
         check_all();
-        assert!(free(fence, |_, _| {}).is_some());
+        assert!(free(fence, crate::report::now_ns(), |_, _| {}).is_some());
         flush_dirty();
         assert_eq!(cached_bytes(), 0);
         check_all();
@@ -1839,7 +1843,7 @@ mod tests {
         unsafe { p.write_bytes(1, 16 * PAGE_SIZE) };
         {
             let _off = PurgeOff::new();
-            assert!(free(p, |_, _| {}).is_some());
+            assert!(free(p, crate::report::now_ns(), |_, _| {}).is_some());
         }
         assert_eq!(cached_bytes(), 16 * PAGE_SIZE);
         // Idle for DIRTY_IDLE_TICKS and into a tick of its own (ticks are 125 ms).
@@ -1855,7 +1859,10 @@ mod tests {
         let r = big(16 * PAGE_SIZE, 8);
         assert_eq!(unsafe { *r.add(PAGE_SIZE) }, 0);
         check_all();
-        assert!(free(q, |_, _| {}).is_some() && free(r, |_, _| {}).is_some());
+        assert!(
+            free(q, crate::report::now_ns(), |_, _| {}).is_some()
+                && free(r, crate::report::now_ns(), |_, _| {}).is_some()
+        );
         flush_dirty();
     }
 
@@ -1876,7 +1883,7 @@ mod tests {
                 for &p in objects.iter().step_by(2) {
                     // SAFETY: p is a live 9-page object.
                     unsafe { p.write_bytes(0xA5, 9 * PAGE_SIZE) };
-                    assert!(free(p, |_, _| {}).is_some());
+                    assert!(free(p, crate::report::now_ns(), |_, _| {}).is_some());
                 }
             }
             assert_eq!(cached_bytes(), n * 9 * PAGE_SIZE);
@@ -1902,7 +1909,7 @@ mod tests {
                 .into_iter()
                 .chain(objects.into_iter().skip(1).step_by(2))
             {
-                assert!(free(p, |_, _| {}).is_some());
+                assert!(free(p, crate::report::now_ns(), |_, _| {}).is_some());
             }
             flush_dirty();
             check_all();
@@ -1924,7 +1931,7 @@ mod tests {
 
     /// Frees, then flushes the dirty cache, for tests of coalescing.
     fn free_clean(p: *mut u8) -> Option<Extent> {
-        let result = free(p, |_, _| {});
+        let result = free(p, crate::report::now_ns(), |_, _| {});
         flush_dirty();
         result
     }
@@ -1937,9 +1944,9 @@ mod tests {
         assert_eq!(contents, Contents::Zeroed);
         // SAFETY: p is a live 8-page object.
         unsafe { *p = 42 };
-        assert!(free(p, |_, _| {}).is_some());
+        assert!(free(p, crate::report::now_ns(), |_, _| {}).is_some());
         assert!(
-            free(p, |_, _| {}).is_none(),
+            free(p, crate::report::now_ns(), |_, _| {}).is_none(),
             "double free of a dirty extent is refused"
         );
         let (q, contents) = alloc(10 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
@@ -1964,11 +1971,14 @@ mod tests {
         let a = big(10 * PAGE_SIZE, 8);
         let b = big(11 * PAGE_SIZE, 8);
         let guard = big(PAGE_SIZE, 8);
-        assert!(free(a, |_, _| {}).is_some());
-        assert!(free(b, |_, _| {}).is_some());
+        assert!(free(a, crate::report::now_ns(), |_, _| {}).is_some());
+        assert!(free(b, crate::report::now_ns(), |_, _| {}).is_some());
         // b's head page is now inside the merged extent: a double free of b is refused, and
         // leaves nothing behind (it used to insert an overlapping extent).
-        assert!(free(b, |_, _| {}).is_none(), "double free refused");
+        assert!(
+            free(b, crate::report::now_ns(), |_, _| {}).is_none(),
+            "double free refused"
+        );
         assert!(extent_of(b).is_none());
         check_all();
         // a and b merged (sizes beyond the quick lists'): a 21-page request is served from them, dirty.
@@ -1988,7 +1998,7 @@ mod tests {
             .map(|_| alloc(big, 8, 0, 0, |_| 0).unwrap().0)
             .collect();
         for &b in &blocks {
-            assert!(free(b, |_, _| {}).is_some());
+            assert!(free(b, crate::report::now_ns(), |_, _| {}).is_some());
             assert!(cached_bytes() <= dirty_budget_bytes(0));
         }
         // The most recent free is cached (reused, dirty), not returned to the kernel.
@@ -2097,7 +2107,10 @@ mod tests {
         let huge = big(37 * HUGE_PAGE_BYTES, 8);
         assert_eq!(huge as usize % HUGE_PAGE_BYTES, 0);
         check_all();
-        assert!(free(huge, |_, _| {}).is_some() && free(page, |_, _| {}).is_some());
+        assert!(
+            free(huge, crate::report::now_ns(), |_, _| {}).is_some()
+                && free(page, crate::report::now_ns(), |_, _| {}).is_some()
+        );
         flush_dirty();
         check_all();
     }
@@ -2108,7 +2121,7 @@ mod tests {
         let p = big(CHUNK_BYTES + PAGE_SIZE, 8);
         assert!(!p.is_null());
         assert_eq!(extent_of(p).unwrap().len, CHUNK_BYTES + PAGE_SIZE);
-        assert!(free(p, |_, _| {}).is_some());
+        assert!(free(p, crate::report::now_ns(), |_, _| {}).is_some());
         assert!(alloc(usize::MAX - 10, 8, 0, 0, |_| 0).is_none());
     }
 
@@ -2120,7 +2133,7 @@ mod tests {
         let (plain, _) = alloc(PAGE_SIZE, 8, 0, 0xdef, |_| 0).unwrap();
         let chunk_of = |p: *mut u8| owner(p as usize).unwrap();
         assert_ne!(chunk_of(placed), chunk_of(plain));
-        assert!(free(placed, |_, _| {}).is_some());
+        assert!(free(placed, crate::report::now_ns(), |_, _| {}).is_some());
         // The freed placed extent is not handed to an unplaced request...
         let (again, _) = alloc(PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
         assert_ne!(chunk_of(again), chunk_of(placed));
@@ -2167,7 +2180,7 @@ mod tests {
         }
         assert!(objects.iter().all(|&p| owner(p).unwrap().0 == 0));
         for p in objects {
-            assert!(free(p as *mut u8, |_, _| {}).is_some());
+            assert!(free(p as *mut u8, crate::report::now_ns(), |_, _| {}).is_some());
         }
         check_all();
     }
@@ -2225,7 +2238,7 @@ mod tests {
                 let list = &objects[(i + 1) % 4];
                 s.spawn(move || {
                     for &p in list {
-                        assert!(free(p as *mut u8, |_, _| {}).is_some());
+                        assert!(free(p as *mut u8, crate::report::now_ns(), |_, _| {}).is_some());
                     }
                 });
             }
@@ -2243,7 +2256,7 @@ mod tests {
         flush_dirty();
         let p = big(8 * PAGE_SIZE, 8);
         let guard = big(PAGE_SIZE, 8);
-        assert!(free(p, |_, _| {}).is_some());
+        assert!(free(p, crate::report::now_ns(), |_, _| {}).is_some());
         SHARDS[thread_shard()].lock().evict_dirty(2 * PAGE_SIZE);
         assert_eq!(cached_bytes(), 6 * PAGE_SIZE);
         let (q, contents) = alloc(6 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
@@ -2269,21 +2282,21 @@ mod tests {
         let _g = SERIAL.lock().unwrap();
         let mut got = None;
         let (p, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| 77).unwrap();
-        assert!(free(p, |_, report| got = Some(report)).is_some());
+        assert!(free(p, crate::report::now_ns(), |_, report| got = Some(report)).is_some());
         assert_eq!(got, Some(77), "the allocation's report, for taking it back");
         // Grown in place: the daemon heard of it as grown.
         let (a, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| 78).unwrap();
         let b = big(4 * PAGE_SIZE, 8);
         let guard = big(PAGE_SIZE, 8);
-        assert!(free(b, |_, _| {}).is_some());
+        assert!(free(b, crate::report::now_ns(), |_, _| {}).is_some());
         assert!(grow_in_place(a, 5 * PAGE_SIZE, |_, _| {}));
-        assert!(free(a, |_, report| got = Some(report)).is_some());
+        assert!(free(a, crate::report::now_ns(), |_, report| got = Some(report)).is_some());
         assert_eq!(got, Some(0));
         // Re-announced (a resync step, or an attach): the daemon heard of it again.
         let (r, _) = alloc(PAGE_SIZE, 8, 0, 0, |_| 79).unwrap();
         let (s, _) = alloc(PAGE_SIZE, 8, 0, 0, |_| 80).unwrap();
         for_each_live(|_, _| {}, || {});
-        assert!(free(r, |_, report| got = Some(report)).is_some());
+        assert!(free(r, crate::report::now_ns(), |_, report| got = Some(report)).is_some());
         assert_eq!(got, Some(0));
         let (t, _) = alloc(PAGE_SIZE, 8, 0, 0, |_| 81).unwrap();
         let mut cursor = (0, 0);
@@ -2291,10 +2304,10 @@ mod tests {
             cursor = next;
         }
         for q in [s, t] {
-            assert!(free(q, |_, report| got = Some(report)).is_some());
+            assert!(free(q, crate::report::now_ns(), |_, report| got = Some(report)).is_some());
             assert_eq!(got, Some(0));
         }
-        assert!(free(guard, |_, _| {}).is_some());
+        assert!(free(guard, crate::report::now_ns(), |_, _| {}).is_some());
         check_all();
     }
 
@@ -2310,7 +2323,7 @@ mod tests {
         assert!(!grow_in_place(a, 3 * PAGE_SIZE, |_, _| panic!(
             "nothing changed"
         )));
-        assert!(free(b, |_, _| {}).is_some()); // now 4 dirty pages follow a
+        assert!(free(b, crate::report::now_ns(), |_, _| {}).is_some()); // now 4 dirty pages follow a
         assert!(grow_in_place(a, 5 * PAGE_SIZE, |before, after| {
             seen = Some((before.len, after.len))
         }));

@@ -279,7 +279,7 @@ unsafe fn release(ptr: *mut c_void) {
     }
     if large::contains(ptr as *const u8) {
         let now = report::now_ns();
-        large::free(ptr as *mut u8, |extent, allocated| {
+        large::free(ptr as *mut u8, now, |extent, allocated| {
             report::push_free(extent, allocated, now)
         });
     } else if owned_by_mimalloc(ptr) {
@@ -445,7 +445,7 @@ unsafe fn move_tracked(ptr: *mut c_void, old: usize, size: usize) -> *mut c_void
     // SAFETY: both are live objects of at least the bytes copied, and distinct.
     unsafe { core::ptr::copy_nonoverlapping(ptr as *const u8, p, size.min(old)) };
     // Reported under the old object's lock, before its pages can be reused (as a free is).
-    large::free(ptr as *mut u8, |from, _| {
+    large::free(ptr as *mut u8, now, |from, _| {
         report::push(EventKind::Moved, 0, extent, now, from.addr as u64)
     });
     large::purge_if_due(now);
