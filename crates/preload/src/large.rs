@@ -251,12 +251,12 @@ fn dirty_budget(live: u64, peak: u64, leaving: usize) -> usize {
     DIRTY_BUDGET_BYTES.max(bound.saturating_sub(live.saturating_sub(leaving as u64)) as usize)
 }
 
-/// Cached dirty extents not reused for this long (in `coarse_ticks`: 250 ms) are returned to the
+/// Cached dirty extents not reused for this long (in ticks, `ticks_at`: 250 ms) are returned to the
 /// kernel: a program that finished a phase does not keep its peak footprint forever, nor carry
 /// it into the next phase's peak (bench/alloc `sqlite`: with 2 s, the buffers of its index builds
 /// were still cached when its later phases peaked, 404 MiB against mimalloc's 383).
 const DIRTY_IDLE_TICKS: u64 = 2;
-/// `coarse_ticks` per second.
+/// Ticks (`ticks_at`) per second.
 const TICKS_PER_SECOND: u64 = 8;
 /// Larger frees are always returned to the kernel at once. 32 MiB, glibc's largest dynamic mmap
 /// threshold on 64-bit: a program that frees and grows buffers of several MiB again and again
@@ -285,13 +285,10 @@ fn add_live_bytes(bytes: usize) {
     }
 }
 
-/// Coarse monotonic time in eighths of a second (`report::now_ns`: CLOCK_MONOTONIC_COARSE, a
-/// vDSO read, no syscall).
-fn coarse_ticks() -> u64 {
-    ticks_at(crate::report::now_ns())
-}
-
-/// The tick of `now_ns`, a time read from `report::now_ns`.
+/// The tick of `now_ns`, a time read from `report::now_ns` (CLOCK_MONOTONIC_COARSE, a vDSO
+/// read, no syscall): coarse monotonic time in eighths of a second. The allocator's entry points
+/// take the time their caller read for its report, so an allocation or a free reads the clock
+/// once.
 fn ticks_at(now_ns: u64) -> u64 {
     now_ns / (1_000_000_000 / TICKS_PER_SECOND)
 }
@@ -577,19 +574,20 @@ pub fn contains(ptr: *const u8) -> bool {
 /// new extent, so that reports of frees and reuses of the same address (always made under the
 /// lock of the shard that owns it) reach the daemon in the order they happened. What it returns
 /// (the report's place in the ring, 0 for none) is kept with the object and given to `free`'s
-/// `on_free`.
+/// `on_free`. `now_ns` is the caller's read of `report::now_ns` (see `ticks_at`).
 pub fn alloc(
     size: usize,
     align: usize,
     nodes: u64,
     site: u64,
+    now_ns: u64,
     on_alloc: impl FnOnce(Extent) -> u64,
 ) -> Option<(*mut u8, Contents)> {
     let pages = pages_for(size)?;
     let align_pages = (align / PAGE_SIZE).max(1);
     let mut state = lock_for_alloc();
     let placement = state.placement_for(nodes);
-    let (chunk, start, contents) = state.take(placement, pages, align_pages)?;
+    let (chunk, start, contents) = state.take(placement, pages, align_pages, ticks_at(now_ns))?;
     state.chunks[chunk].set_site(start, site);
     state.after_change();
     let addr = state.chunks[chunk].base + start * PAGE_SIZE;
@@ -767,7 +765,13 @@ pub fn for_each_live(mut f: impl FnMut(Extent, u64), then: impl FnOnce()) {
 /// after it if they are free (cached dirty, clean, or never used at the end of the chunk).
 /// `on_change(before, after)` runs under the lock, so the daemon hears of the resize in order.
 /// False (and nothing changed) when the pages are not free or `ptr` is not a live object.
-pub fn grow_in_place(ptr: *mut u8, size: usize, on_change: impl FnOnce(Extent, Extent)) -> bool {
+/// `now_ns` is the caller's read of `report::now_ns` (see `ticks_at`).
+pub fn grow_in_place(
+    ptr: *mut u8,
+    size: usize,
+    now_ns: u64,
+    on_change: impl FnOnce(Extent, Extent),
+) -> bool {
     let Some(wanted) = pages_for(size) else {
         return false;
     };
@@ -828,7 +832,7 @@ pub fn grow_in_place(ptr: *mut u8, size: usize, on_change: impl FnOnce(Extent, E
     if let Some((free_pages, dirty)) = neighbour {
         let rest = free_pages - extra;
         if rest > 0 && dirty {
-            state.insert_dirty(chunk, end + extra, rest, coarse_ticks());
+            state.insert_dirty(chunk, end + extra, rest, ticks_at(now_ns));
         } else if rest > 0 {
             state.insert_free(chunk, end + extra, rest);
         }
@@ -1129,6 +1133,7 @@ impl State {
         placement: u32,
         pages: usize,
         align_pages: usize,
+        now: u64,
     ) -> Option<(usize, usize, Contents)> {
         if placement == DEFAULT_PLACEMENT && align_pages == 1 {
             if let Some((chunk, start)) = self.quick.pop(pages) {
@@ -1137,7 +1142,7 @@ impl State {
                 return Some((chunk, start, Contents::Dirty));
             }
         }
-        if let Some((chunk, start)) = self.take_dirty(placement, pages, align_pages) {
+        if let Some((chunk, start)) = self.take_dirty(placement, pages, align_pages, now) {
             return Some((chunk, start, Contents::Dirty));
         }
         if let Some((chunk, start)) = self.take_free(placement, pages, align_pages) {
@@ -1146,17 +1151,19 @@ impl State {
         if let Some((chunk, start)) = self.take_bump(placement, pages, align_pages) {
             return Some((chunk, start, Contents::Zeroed));
         }
-        self.new_chunk(placement, pages + align_pages - 1)?;
+        self.new_chunk(placement, pages + align_pages - 1, now)?;
         let (chunk, start) = self.take_bump(placement, pages, align_pages)?;
         Some((chunk, start, Contents::Zeroed))
     }
 
-    /// Reuses the smallest dirty extent of `placement` that fits; the rest stays dirty.
+    /// Reuses the smallest dirty extent of `placement` that fits; the rest stays dirty, cached
+    /// anew at tick `now`.
     fn take_dirty(
         &mut self,
         placement: u32,
         pages: usize,
         align_pages: usize,
+        now: u64,
     ) -> Option<(usize, usize)> {
         if align_pages > 1 {
             return None;
@@ -1168,7 +1175,7 @@ impl State {
         self.sub_dirty_bytes(dirty_pages * PAGE_SIZE);
         self.chunks[chunk].mark(start, pages, TAG_ALLOCATED);
         if dirty_pages > pages {
-            self.insert_dirty(chunk, start + pages, dirty_pages - pages, coarse_ticks());
+            self.insert_dirty(chunk, start + pages, dirty_pages - pages, now);
         }
         Some((chunk, start))
     }
@@ -1431,12 +1438,11 @@ impl State {
 
     /// Maps a new chunk of `placement` able to hold at least `pages` pages and makes it the
     /// placement's current chunk.
-    fn new_chunk(&mut self, placement: u32, pages: usize) -> Option<()> {
+    fn new_chunk(&mut self, placement: u32, pages: usize, now: u64) -> Option<()> {
         if self.chunks.len() >= CHUNKS_PER_SHARD {
             return None;
         }
         let bytes = (pages.checked_mul(PAGE_SIZE)?).next_multiple_of(CHUNK_BYTES);
-        let now = coarse_ticks();
         if bytes == CHUNK_BYTES && now < NO_CHUNK_BEFORE_TICK.load(Ordering::Relaxed) {
             return None;
         }
@@ -1734,7 +1740,7 @@ mod tests {
         let _off = PurgeOff::new();
         flush_dirty();
         let guard_before = big(PAGE_SIZE, 8);
-        let (p, _) = alloc(3 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
+        let (p, _) = alloc(3 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         let guard_after = big(PAGE_SIZE, 8);
         // SAFETY: p is a live 3-page object.
         unsafe { *p = 7 };
@@ -1752,16 +1758,24 @@ mod tests {
         assert!(!live.contains(&(p as usize)));
         check_all();
         // Another size does not take it; the same size does, dirty, as last freed first out.
-        let (q, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
+        let (q, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_ne!(q, p);
-        let (r, contents) = alloc(3 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
+        let (r, contents) = alloc(3 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!((r, contents), (p, Contents::Dirty));
         // SAFETY: r is p again, its contents kept.
         assert_eq!(unsafe { *r }, 7);
         assert_eq!(quick_count(), 0);
         // Page-aligned requests of more than a page never come from the quick lists.
         assert!(free(r, crate::report::now_ns(), |_, _| {}).is_some());
-        let (s, _) = alloc(3 * PAGE_SIZE, 2 * PAGE_SIZE, 0, 0, |_| 0).unwrap();
+        let (s, _) = alloc(
+            3 * PAGE_SIZE,
+            2 * PAGE_SIZE,
+            0,
+            0,
+            crate::report::now_ns(),
+            |_| 0,
+        )
+        .unwrap();
         assert_eq!(quick_count(), 1);
         check_all();
         for x in [q, s, guard_before, guard_after] {
@@ -1794,7 +1808,15 @@ mod tests {
         SHARDS[thread_shard()].lock().flush_quick();
         assert_eq!(quick_count(), 0);
         check_all();
-        let (whole, contents) = alloc(blocks.len() * 2 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
+        let (whole, contents) = alloc(
+            blocks.len() * 2 * PAGE_SIZE,
+            8,
+            0,
+            0,
+            crate::report::now_ns(),
+            |_| 0,
+        )
+        .unwrap();
         assert_eq!((whole, contents), (blocks[0], Contents::Dirty));
         assert!(free(whole, crate::report::now_ns(), |_, _| {}).is_some());
         assert!(free(fence, crate::report::now_ns(), |_, _| {}).is_some());
@@ -1828,7 +1850,9 @@ mod tests {
     }
 
     fn big(size: usize, align: usize) -> *mut u8 {
-        alloc(size, align, 0, 0, |_| 0).unwrap().0
+        alloc(size, align, 0, 0, crate::report::now_ns(), |_| 0)
+            .unwrap()
+            .0
     }
 
     /// A program that stops freeing still returns its idle cache: `purge_if_due` (run after a
@@ -1940,7 +1964,7 @@ mod tests {
     fn dirty_extents_are_reused_and_reported_as_dirty() {
         let _g = SERIAL.lock().unwrap();
         flush_dirty();
-        let (p, contents) = alloc(12 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
+        let (p, contents) = alloc(12 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!(contents, Contents::Zeroed);
         // SAFETY: p is a live 8-page object.
         unsafe { *p = 42 };
@@ -1949,14 +1973,14 @@ mod tests {
             free(p, crate::report::now_ns(), |_, _| {}).is_none(),
             "double free of a dirty extent is refused"
         );
-        let (q, contents) = alloc(10 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
+        let (q, contents) = alloc(10 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!(
             (q, contents),
             (p, Contents::Dirty),
             "reused, and says it is not zeroed"
         );
         // (Sizes beyond the quick lists': this is the dirty index.) The leftover 2 pages stay dirty and serve a 2-page request.
-        let (r, contents) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
+        let (r, contents) = alloc(2 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!(contents, Contents::Dirty);
         assert_eq!(r as usize, p as usize + 10 * PAGE_SIZE);
         assert!(free_clean(q).is_some());
@@ -1982,7 +2006,7 @@ mod tests {
         assert!(extent_of(b).is_none());
         check_all();
         // a and b merged (sizes beyond the quick lists'): a 21-page request is served from them, dirty.
-        let (c, contents) = alloc(21 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
+        let (c, contents) = alloc(21 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!((c, contents), (a, Contents::Dirty));
         assert!(free_clean(c).is_some());
         assert!(free_clean(guard).is_some());
@@ -1995,14 +2019,18 @@ mod tests {
         let _budget = Budget::set(DIRTY_BUDGET_BYTES);
         let big = DIRTY_MAX_EXTENT_BYTES;
         let blocks: Vec<*mut u8> = (0..DIRTY_BUDGET_BYTES / big + 2)
-            .map(|_| alloc(big, 8, 0, 0, |_| 0).unwrap().0)
+            .map(|_| {
+                alloc(big, 8, 0, 0, crate::report::now_ns(), |_| 0)
+                    .unwrap()
+                    .0
+            })
             .collect();
         for &b in &blocks {
             assert!(free(b, crate::report::now_ns(), |_, _| {}).is_some());
             assert!(cached_bytes() <= dirty_budget_bytes(0));
         }
         // The most recent free is cached (reused, dirty), not returned to the kernel.
-        let (p, contents) = alloc(PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
+        let (p, contents) = alloc(PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!(contents, Contents::Dirty);
         assert!(free_clean(p).is_some());
     }
@@ -2122,23 +2150,23 @@ mod tests {
         assert!(!p.is_null());
         assert_eq!(extent_of(p).unwrap().len, CHUNK_BYTES + PAGE_SIZE);
         assert!(free(p, crate::report::now_ns(), |_, _| {}).is_some());
-        assert!(alloc(usize::MAX - 10, 8, 0, 0, |_| 0).is_none());
+        assert!(alloc(usize::MAX - 10, 8, 0, 0, crate::report::now_ns(), |_| 0).is_none());
     }
 
     #[test]
     fn placements_get_chunks_of_their_own_and_sites_are_kept() {
         let _g = SERIAL.lock().unwrap();
         // Node 0 exists on every machine; a mask naming it gives a bound placement.
-        let (placed, _) = alloc(PAGE_SIZE, 8, 1, 0xabc, |_| 0).unwrap();
-        let (plain, _) = alloc(PAGE_SIZE, 8, 0, 0xdef, |_| 0).unwrap();
+        let (placed, _) = alloc(PAGE_SIZE, 8, 1, 0xabc, crate::report::now_ns(), |_| 0).unwrap();
+        let (plain, _) = alloc(PAGE_SIZE, 8, 0, 0xdef, crate::report::now_ns(), |_| 0).unwrap();
         let chunk_of = |p: *mut u8| owner(p as usize).unwrap();
         assert_ne!(chunk_of(placed), chunk_of(plain));
         assert!(free(placed, crate::report::now_ns(), |_, _| {}).is_some());
         // The freed placed extent is not handed to an unplaced request...
-        let (again, _) = alloc(PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
+        let (again, _) = alloc(PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_ne!(chunk_of(again), chunk_of(placed));
         // ...but is reused for the same placement.
-        let (same, _) = alloc(PAGE_SIZE, 8, 1, 0x123, |_| 0).unwrap();
+        let (same, _) = alloc(PAGE_SIZE, 8, 1, 0x123, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!(same, placed);
         let mut sites = Vec::new();
         for_each_live(
@@ -2259,13 +2287,13 @@ mod tests {
         assert!(free(p, crate::report::now_ns(), |_, _| {}).is_some());
         SHARDS[thread_shard()].lock().evict_dirty(2 * PAGE_SIZE);
         assert_eq!(cached_bytes(), 6 * PAGE_SIZE);
-        let (q, contents) = alloc(6 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
+        let (q, contents) = alloc(6 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!(
             (q, contents),
             (p, Contents::Dirty),
             "the head is still cached"
         );
-        let (r, contents) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| 0).unwrap();
+        let (r, contents) = alloc(2 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!(
             (r as usize, contents),
             (p as usize + 6 * PAGE_SIZE, Contents::Zeroed),
@@ -2281,24 +2309,29 @@ mod tests {
     fn a_free_gets_its_allocations_report_unless_the_daemon_heard_of_the_object_since() {
         let _g = SERIAL.lock().unwrap();
         let mut got = None;
-        let (p, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| 77).unwrap();
+        let (p, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 77).unwrap();
         assert!(free(p, crate::report::now_ns(), |_, report| got = Some(report)).is_some());
         assert_eq!(got, Some(77), "the allocation's report, for taking it back");
         // Grown in place: the daemon heard of it as grown.
-        let (a, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, |_| 78).unwrap();
+        let (a, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 78).unwrap();
         let b = big(4 * PAGE_SIZE, 8);
         let guard = big(PAGE_SIZE, 8);
         assert!(free(b, crate::report::now_ns(), |_, _| {}).is_some());
-        assert!(grow_in_place(a, 5 * PAGE_SIZE, |_, _| {}));
+        assert!(grow_in_place(
+            a,
+            5 * PAGE_SIZE,
+            crate::report::now_ns(),
+            |_, _| {}
+        ));
         assert!(free(a, crate::report::now_ns(), |_, report| got = Some(report)).is_some());
         assert_eq!(got, Some(0));
         // Re-announced (a resync step, or an attach): the daemon heard of it again.
-        let (r, _) = alloc(PAGE_SIZE, 8, 0, 0, |_| 79).unwrap();
-        let (s, _) = alloc(PAGE_SIZE, 8, 0, 0, |_| 80).unwrap();
+        let (r, _) = alloc(PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 79).unwrap();
+        let (s, _) = alloc(PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 80).unwrap();
         for_each_live(|_, _| {}, || {});
         assert!(free(r, crate::report::now_ns(), |_, report| got = Some(report)).is_some());
         assert_eq!(got, Some(0));
-        let (t, _) = alloc(PAGE_SIZE, 8, 0, 0, |_| 81).unwrap();
+        let (t, _) = alloc(PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 81).unwrap();
         let mut cursor = (0, 0);
         while let Some(next) = snapshot_step(cursor, usize::MAX, |_| {}, |_, _| {}, |_| {}) {
             cursor = next;
@@ -2320,18 +2353,24 @@ mod tests {
         let guard = big(PAGE_SIZE, 8);
         let mut seen = None;
         // b is allocated right after a: no room.
-        assert!(!grow_in_place(a, 3 * PAGE_SIZE, |_, _| panic!(
-            "nothing changed"
-        )));
+        assert!(!grow_in_place(
+            a,
+            3 * PAGE_SIZE,
+            crate::report::now_ns(),
+            |_, _| panic!("nothing changed")
+        ));
         assert!(free(b, crate::report::now_ns(), |_, _| {}).is_some()); // now 4 dirty pages follow a
-        assert!(grow_in_place(a, 5 * PAGE_SIZE, |before, after| {
-            seen = Some((before.len, after.len))
-        }));
+        assert!(grow_in_place(
+            a,
+            5 * PAGE_SIZE,
+            crate::report::now_ns(),
+            |before, after| { seen = Some((before.len, after.len)) }
+        ));
         assert_eq!(seen, Some((2 * PAGE_SIZE, 5 * PAGE_SIZE)));
         assert_eq!(extent_of(a).unwrap().len, 5 * PAGE_SIZE);
         assert_eq!(cached_bytes(), PAGE_SIZE, "one dirty page is left after it");
         assert!(
-            !grow_in_place(a, 8 * PAGE_SIZE, |_, _| {}),
+            !grow_in_place(a, 8 * PAGE_SIZE, crate::report::now_ns(), |_, _| {}),
             "the guard object blocks further growth"
         );
         check_all();

@@ -251,7 +251,7 @@ fn allocate_tracked(
     let nodes = control
         .and_then(|c| advice.tier.and_then(|tier| c.tier_nodes(tier)))
         .unwrap_or(0);
-    let allocated = large::alloc(size, align.max(PAGE_SIZE), nodes, site, |extent| {
+    let allocated = large::alloc(size, align.max(PAGE_SIZE), nodes, site, now, |extent| {
         if report {
             report::push_alloc(extent, now, site, flags)
         } else {
@@ -340,7 +340,7 @@ unsafe fn reallocate_from(ptr: *mut c_void, size: usize, caller: site::Caller) -
         // Grow into the free pages that follow, if there are enough: no copy, and the pages
         // already there stay where the daemon put them.
         let now = report::now_ns();
-        let grown = large::grow_in_place(ptr as *mut u8, size, |before, after| {
+        let grown = large::grow_in_place(ptr as *mut u8, size, now, |before, after| {
             report::push(EventKind::Moved, 0, after, now, before.addr as u64);
         });
         if grown {
@@ -418,7 +418,7 @@ unsafe fn move_tracked(ptr: *mut c_void, old: usize, size: usize) -> *mut c_void
     let mut extent = large::Extent { addr: 0, len: 0 };
     // No report of its own: the move below tells of it.
     let mut allocate = |bytes| {
-        large::alloc(bytes, PAGE_SIZE, nodes, site, |e| {
+        large::alloc(bytes, PAGE_SIZE, nodes, site, now, |e| {
             extent = e;
             0
         })
