@@ -108,8 +108,8 @@ pub fn bitmap_words(pages: usize) -> usize {
 /// It writes before it reads. The bitmaps are mapped untouched, and a page of them first read
 /// is mapped to the kernel's shared zero page, so the write that follows faults again and the
 /// kernel copies the page and flushes the old mapping from every CPU the process has run on: a
-/// TLB shootdown interrupt to each. bench/alloc `cleaner` took about 1,100 such faults a run,
-/// most of its shootdowns (mimalloc's whole run: about 110). A page first written is faulted in
+/// TLB shootdown interrupt to each. bench/alloc `cleaner` took 1,100-1,500 such faults a run
+/// and as many shootdowns (docs/performance.md, 2026-12-01). A page first written is faulted in
 /// once, writable.
 ///
 /// # Safety
