@@ -164,18 +164,17 @@ const MAX_RANGES_PER_PROCESS: usize = 2000;
 /// hottest pages move first, each promotion into the fastest tier preceded by just enough
 /// demotions to make its room there (`fast_room_pages`: free pages of the fastest tier beyond
 /// the fill reserve); the demotions that no promotion needed follow. A process with a cap on
-/// the fastest tier has room of its own there (`cap_room_pages`, by process index: its cap less
-/// the pages it holds, None for no cap), and each of its promotions into it also follows just
-/// enough of its own demotions to fit under the cap: the plan keeps it within its cap, and so
-/// does every point of the step, also when the step's time bound defers the rest. Free memory
-/// alone put them last, and a step cut short on a slow machine (the tiered VM under a host 2.5
-/// times slower, 2026-12-01) left an 80 MiB-capped program with 154 MiB in the fast tier, moved
-/// back over the next steps. Yields (process, tier, pages, is_demotion).
+/// the fastest tier (`capped`, by process index) has all its demotions moved before its first
+/// promotion into it: the plan keeps it within its cap, and so does every point of the step,
+/// also when the step's time bound defers the rest. Free memory alone put them last, and a step
+/// cut short on a slow machine (the tiered VM under a host 2.5 times slower, 2026-12-01) left
+/// an 80 MiB-capped program with 154 MiB in the fast tier, moved back over the next steps.
+/// Yields (process, tier, pages, is_demotion).
 fn schedule_batches(
     demotions: Vec<(usize, usize, Vec<u64>)>,
     promotions: Vec<(usize, usize, Vec<u64>)>,
     mut fast_room_pages: i64,
-    cap_room_pages: &[Option<i64>],
+    capped: &[bool],
 ) -> Vec<(usize, usize, Vec<u64>, bool)> {
     let split = |list: Vec<(usize, usize, Vec<u64>)>, demote: bool| {
         list.into_iter()
@@ -189,19 +188,14 @@ fn schedule_batches(
     };
     let (mut down, up) = (split(demotions, true), split(promotions, false));
     let mut out = Vec::with_capacity(down.len() + up.len());
-    let mut cap_room = cap_room_pages.to_vec();
     for batch in up {
-        if let Some(Some(room)) = cap_room.get_mut(batch.0).filter(|_| batch.1 == 0) {
-            while *room < batch.2.len() as i64 {
-                let Some(at) = down.iter().position(|d| d.0 == batch.0) else {
-                    break;
-                };
-                let demotion = down.remove(at).expect("a position in the queue");
-                *room += demotion.2.len() as i64;
+        if batch.1 == 0 && capped.get(batch.0).copied().unwrap_or(false) {
+            let (own, others) = down.into_iter().partition(|d| d.0 == batch.0);
+            down = others;
+            for demotion in own {
                 fast_room_pages += demotion.2.len() as i64;
                 out.push(demotion);
             }
-            *room -= batch.2.len() as i64;
         }
         if batch.1 == 0 {
             while fast_room_pages < batch.2.len() as i64 {
@@ -1286,25 +1280,16 @@ impl Daemon {
             let reserve = objtier_policy::fill_reserve(capacity, self.config.fill);
             (free as i64 - reserve as i64) / PAGE_SIZE as i64
         };
-        // Each capped process's room under its cap in the fastest tier, from its records'
-        // pages there now.
-        let mut fast_pages = vec![0i64; process_ids.len()];
-        for c in candidates.iter() {
-            if let Some(held) = fast_pages.get_mut(c.process) {
-                *held += c.resident_bytes_by_tier.first().copied().unwrap_or(0) as i64
-                    / PAGE_SIZE as i64;
-            }
-        }
-        let cap_room: Vec<Option<i64>> = process_ids
+        let capped: Vec<bool> = process_ids
             .iter()
-            .zip(&fast_pages)
-            .map(|(id, &held)| {
-                let cap = self.processes.get(id)?.fast_capacity_bytes?;
-                Some((cap / PAGE_SIZE as u64) as i64 - held)
+            .map(|id| {
+                self.processes
+                    .get(id)
+                    .is_some_and(|p| p.fast_capacity_bytes.is_some())
             })
             .collect();
         for (pi, tier, pages, demote) in
-            schedule_batches(demotions, promotions, fast_room_pages, &cap_room)
+            schedule_batches(demotions, promotions, fast_room_pages, &capped)
         {
             // Migration work per interval is bounded by the interval: what is left is planned
             // again next interval with fresh samples (a new high-priority program, a phase
@@ -1858,9 +1843,8 @@ mod tests {
         );
     }
 
-    /// A process capped on the fastest tier demotes just enough of its own pages before each
-    /// promotion to stay under its cap, whatever the free memory; the others keep the order of
-    /// the free memory.
+    /// A process capped on the fastest tier demotes before it promotes, whatever the room:
+    /// the others keep the order of their room.
     #[test]
     fn a_capped_process_demotes_before_it_promotes() {
         let pages = |n: usize, from: u64| (0..n as u64).map(|i| from + i).collect::<Vec<u64>>();
@@ -1874,30 +1858,12 @@ mod tests {
             (1, 0, pages(BATCH_PAGES, 1 << 40)),
             (0, 0, pages(BATCH_PAGES, 1 << 41)),
         ];
-        let order = |cap_room: i64| {
-            schedule_batches(
-                down.clone(),
-                up.clone(),
-                100 * BATCH_PAGES as i64,
-                &[Some(cap_room), None],
-            )
+        let order = schedule_batches(down, up, 100 * BATCH_PAGES as i64, &[true, false])
             .iter()
             .map(|(pi, _, _, demote)| format!("{}{pi}", if *demote { 'd' } else { 'p' }))
             .collect::<Vec<_>>()
-            .join(" ")
-        };
-        let batch = BATCH_PAGES as i64;
-        assert_eq!(order(batch), "p1 p0 d0 d0 d1 d1", "room under the cap");
-        assert_eq!(
-            order(0),
-            "p1 d0 p0 d0 d1 d1",
-            "at its cap: one batch out first"
-        );
-        assert_eq!(
-            order(-batch),
-            "p1 d0 d0 p0 d1 d1",
-            "over it: back under it first"
-        );
+            .join(" ");
+        assert_eq!(order, "p1 d0 d0 p0 d1 d1");
     }
 
     /// First touch filled the fast tier past its fill (nothing free, as the kernel leaves a
