@@ -163,18 +163,12 @@ const MAX_RANGES_PER_PROCESS: usize = 2000;
 /// Splits both move lists into batches of at most `BATCH_PAGES` and orders them so that the
 /// hottest pages move first, each promotion into the fastest tier preceded by just enough
 /// demotions to make its room there (`fast_room_pages`: free pages of the fastest tier beyond
-/// the fill reserve); the demotions that no promotion needed follow. A process with a cap on
-/// the fastest tier (`capped`, by process index) has all its demotions moved before its first
-/// promotion into it: the plan keeps it within its cap, and so does every point of the step,
-/// also when the step's time bound defers the rest. Free memory alone put them last, and a step
-/// cut short on a slow machine (the tiered VM under a host 2.5 times slower, 2026-12-01) left
-/// an 80 MiB-capped program with 154 MiB in the fast tier, moved back over the next steps.
-/// Yields (process, tier, pages, is_demotion).
+/// the fill reserve); the demotions that no promotion needed follow. Yields
+/// (process, tier, pages, is_demotion).
 fn schedule_batches(
     demotions: Vec<(usize, usize, Vec<u64>)>,
     promotions: Vec<(usize, usize, Vec<u64>)>,
     mut fast_room_pages: i64,
-    capped: &[bool],
 ) -> Vec<(usize, usize, Vec<u64>, bool)> {
     let split = |list: Vec<(usize, usize, Vec<u64>)>, demote: bool| {
         list.into_iter()
@@ -189,14 +183,6 @@ fn schedule_batches(
     let (mut down, up) = (split(demotions, true), split(promotions, false));
     let mut out = Vec::with_capacity(down.len() + up.len());
     for batch in up {
-        if batch.1 == 0 && capped.get(batch.0).copied().unwrap_or(false) {
-            let (own, others) = down.into_iter().partition(|d| d.0 == batch.0);
-            down = others;
-            for demotion in own {
-                fast_room_pages += demotion.2.len() as i64;
-                out.push(demotion);
-            }
-        }
         if batch.1 == 0 {
             while fast_room_pages < batch.2.len() as i64 {
                 let Some(demotion) = down.pop_front() else {
@@ -1280,17 +1266,7 @@ impl Daemon {
             let reserve = objtier_policy::fill_reserve(capacity, self.config.fill);
             (free as i64 - reserve as i64) / PAGE_SIZE as i64
         };
-        let capped: Vec<bool> = process_ids
-            .iter()
-            .map(|id| {
-                self.processes
-                    .get(id)
-                    .is_some_and(|p| p.fast_capacity_bytes.is_some())
-            })
-            .collect();
-        for (pi, tier, pages, demote) in
-            schedule_batches(demotions, promotions, fast_room_pages, &capped)
-        {
+        for (pi, tier, pages, demote) in schedule_batches(demotions, promotions, fast_room_pages) {
             // Migration work per interval is bounded by the interval: what is left is planned
             // again next interval with fresh samples (a new high-priority program, a phase
             // change), instead of the daemon going deaf for the whole of a long eviction.
@@ -1825,7 +1801,7 @@ mod tests {
         let down = vec![(0, 1, pages(4 * BATCH_PAGES, 0))];
         let up = vec![(0, 0, pages(BATCH_PAGES, 1 << 40))];
         let order = |room: i64| {
-            schedule_batches(down.clone(), up.clone(), room, &[])
+            schedule_batches(down.clone(), up.clone(), room)
                 .iter()
                 .map(|(_, _, _, demote)| if *demote { 'd' } else { 'p' })
                 .collect::<String>()
@@ -1841,29 +1817,6 @@ mod tests {
             "dddpd",
             "the reserve back first"
         );
-    }
-
-    /// A process capped on the fastest tier demotes before it promotes, whatever the room:
-    /// the others keep the order of their room.
-    #[test]
-    fn a_capped_process_demotes_before_it_promotes() {
-        let pages = |n: usize, from: u64| (0..n as u64).map(|i| from + i).collect::<Vec<u64>>();
-        use super::{schedule_batches, BATCH_PAGES};
-        // Processes 0 (capped) and 1 (not): each demotes two batches and promotes one.
-        let down = vec![
-            (0, 1, pages(2 * BATCH_PAGES, 0)),
-            (1, 1, pages(2 * BATCH_PAGES, 1 << 30)),
-        ];
-        let up = vec![
-            (1, 0, pages(BATCH_PAGES, 1 << 40)),
-            (0, 0, pages(BATCH_PAGES, 1 << 41)),
-        ];
-        let order = schedule_batches(down, up, 100 * BATCH_PAGES as i64, &[true, false])
-            .iter()
-            .map(|(pi, _, _, demote)| format!("{}{pi}", if *demote { 'd' } else { 'p' }))
-            .collect::<Vec<_>>()
-            .join(" ");
-        assert_eq!(order, "p1 d0 d0 p0 d1 d1");
     }
 
     /// First touch filled the fast tier past its fill (nothing free, as the kernel leaves a
