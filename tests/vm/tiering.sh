@@ -165,10 +165,11 @@ capped)
 	# on a slow host setup takes several intervals (6.2-6.8 s under one 2.5 times slower than
 	# the first, 2026-12-01: up to three steps, each within the cap, before the hot loop began).
 	# A step that finishes what the step before it deferred (its time bound) is the same plan.
-	migrations=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon-parts.log" | grep " migrated" || true)
+	parts_log=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon-parts.log" || true)
+	migrations=$(grep " migrated" <<<"$parts_log" || true)
 	steps=$(grep -c . <<<"$migrations" || true)
 	splits=$({ grep -o "huge_page_splits=[0-9]*" <<<"$migrations" || true; } | awk -F= '{ n += $2 } END { print n + 0 }')
-	after_setup=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/daemon-parts.log" | python3 -c '
+	after_setup=$(python3 -c '
 import datetime, json, re, sys
 def at(line):  # seconds of the log line'"'"'s timestamp
     stamp = re.match(r"(\S+?)\.(\d+)Z", line)
@@ -182,7 +183,7 @@ steps = [l for l in lines if " migrated " in l]
 began = [at(l) - int(re.search(r"duration_ms=(\d+)", l).group(1)) / 1000 for l in steps]
 deferred = [int(re.search(r"deferred_pages=(\d+)", l).group(1)) > 0 for l in steps]
 print(sum(b >= loop and not (i > 0 and deferred[i - 1]) for i, b in enumerate(began)))
-' "$WORK/parts.json")
+' "$WORK/parts.json" <<<"$parts_log")
 	echo "   $steps steps moved pages ($after_setup plans made after tierbench's setup), splitting $splits huge pages"
 	if [ -n "$after_setup" ] && [ "$after_setup" -le 4 ]; then
 		pass objtier-parts-settle-with-huge-pages
