@@ -145,13 +145,14 @@ capped)
 	fi
 	# Two hot 48 MiB objects and 72 MiB of budget (90 % of an 80 MiB cap): whole records would
 	# place one (half the hot accesses); with record parts the second's first 24 MiB join it.
-	# Within 16 s: on a slow host the daemon's steps during setup promote the objects being
-	# initialized (80 MiB of cold ones in a CI run of 2026-12-02), and its first plans in the hot
-	# loop put them back first (0.7 at 13.3 s there; 5.3-7.0 s alone).
+	# Within 22 s of a 35 s loop: on a slow host the daemon's steps during setup promote the
+	# objects being initialized (80 MiB of cold ones, the whole cap, in CI runs of 2026-12-02),
+	# and its plans in the hot loop must put them back first: 0.7 at 13.3 and 15.7 s there (the
+	# share at 0.00 until t=12 s), 5.3-7.0 s alone.
 	# (The last run's daemon exits by itself; wait, so that this run starts one with its own log.)
 	for _ in $(seq 100); do [ -S "$OBJTIER_SOCKET" ] || break; sleep 0.1; done
 	OBJTIER_LOG=${OBJTIER_LOG:-info} "$BIN/objtier" run --fast-capacity 80M --daemon-log "$WORK/daemon-parts.log" -- "$BIN/tierbench" \
-		hotcold --objects 8 --size 48M --hot 2 --seconds 25 --first-touch slow --json > "$WORK/parts.json" &
+		hotcold --objects 8 --size 48M --hot 2 --seconds 35 --first-touch slow --json > "$WORK/parts.json" &
 	run=$!
 	for _ in $(seq 600); do
 		python3 -c 'import json,sys; sys.exit(0 if any(json.loads(l).get("t", 0) >= 12 for l in open(sys.argv[1]) if l.startswith("{")) else 1)' "$WORK/parts.json" 2>/dev/null && break
@@ -159,7 +160,7 @@ capped)
 	done
 	"$BIN/objtier" status > "$WORK/parts-status.txt" 2>&1 || true
 	wait $run
-	if python3 $CHECK "$WORK/parts.json" --reach 0.7 --within 16 --max-fast-bytes $((80 << 20)); then
+	if python3 $CHECK "$WORK/parts.json" --reach 0.7 --within 22 --max-fast-bytes $((80 << 20)); then
 		pass objtier-places-the-part-of-a-record-that-fits
 	else
 		fail objtier-places-the-part-of-a-record-that-fits
