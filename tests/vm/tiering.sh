@@ -75,7 +75,7 @@ small-fast)
 
 	# objtier run starts its own daemon (none is running) and preloads the library.
 	"$BIN/objtier" run --daemon-log "$WORK/daemon.log" -- "$BIN/tierbench" hotcold \
-		--objects 8 --size 96M --hot 2 --seconds 30 --json > "$WORK/objtier.json" &
+		--objects 8 --size 96M --hot 2 --seconds 40 --json > "$WORK/objtier.json" &
 	run=$!
 	# DAMON's observations land on the objects tierbench knows are hot: 12 s into the hot loop
 	# (6 intervals), the daemon's hottest records are the hot objects' own.
@@ -134,11 +134,15 @@ small-fast)
 capped)
 	# A big fast node, but objtier may use only 256 MiB of it for this program. The hot
 	# objects start in the slow tier (--first-touch slow) so that only objtier can fix it.
+	# Within 20 s of a 30 s loop: as in the parts run below, the daemon's steps during setup
+	# fill the cap with objects being initialized, and on a slow host its plans in the hot loop
+	# take up to 10 s to put them back (0.9 at 13.2 and 13.7 s in full CI runs of 2026-12-02,
+	# the share at 0.19 for the first 8 s; 6.5-8.5 s alone).
 	bench --seconds 12 --first-touch slow > "$WORK/plain.json"
 	if python3 $CHECK "$WORK/plain.json" --below 0.4; then pass capped-baseline-starts-slow; else fail capped-baseline-starts-slow; fi
 	"$BIN/objtier" run --fast-capacity 256M --daemon-log "$WORK/daemon.log" -- "$BIN/tierbench" \
-		hotcold --objects 8 --size 96M --hot 2 --seconds 25 --first-touch slow --json > "$WORK/objtier.json"
-	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 15 --max-fast-bytes $((256 << 20)); then
+		hotcold --objects 8 --size 96M --hot 2 --seconds 30 --first-touch slow --json > "$WORK/objtier.json"
+	if python3 $CHECK "$WORK/objtier.json" --reach 0.9 --within 20 --max-fast-bytes $((256 << 20)); then
 		pass objtier-promotes-within-fast-capacity
 	else
 		fail objtier-promotes-within-fast-capacity; daemon_log
