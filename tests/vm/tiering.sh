@@ -19,17 +19,16 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${OBJTIER_BIN:-$PWD/target/release}
 WORK=$(mktemp -d /tmp/objtier-vm-test.XXXXXX)
-# The reach checks' deadlines count the time the guest ran: the emulator's stalls, which
+# The reach checks' deadlines count the time the guest ran: the vCPUs' stalls, which
 # tlb-flusher records, are added to them (see there).
 CHECK="tests/vm/check_fast_share.py --stalls $WORK/stalls"
 export OBJTIER_SOCKET=$WORK/objtier.sock
 FAILED=0
 PASSED=0
-
 STALLED=0
 pass() { echo "ok $1"; PASSED=$((PASSED + 1)); }
 # Called first in the `else` of a check, so $? is the check's status: 3 from check_fast_share.py
-# means its deadline failed while the emulator stood the guest still (see there).
+# means its deadline failed while a vCPU stood still for 5 s or more (see there).
 fail() {
 	[ $? -eq 3 ] && STALLED=$((STALLED + 1))
 	echo "FAIL $1"
@@ -590,13 +589,13 @@ cache-room)
 	;;
 esac
 if [ -s "$WORK/stalls" ]; then
-	awk '{ n++; s += $3; if ($3 > m) m = $3 } END { printf "the emulator stood a vCPU still %d times, %.1f s in all (longest %.1f s)\n", n, s, m }' "$WORK/stalls"
+	awk '{ n++; s += $3; if ($3 > m) m = $3 } END { printf "a vCPU stood still %d times, %.1f s in all (longest %.1f s)\n", n, s, m }' "$WORK/stalls"
 fi
 echo "$PASSED passed, $FAILED failed"
 if [ "$FAILED" -gt 0 ] && [ "$FAILED" -eq "$STALLED" ]; then
-	# Every failure is a deadline the emulator's stalls decided: exit 75 (EX_TEMPFAIL), and
+	# Every failure is a deadline the vCPUs' stalls decided: exit 75 (EX_TEMPFAIL), and
 	# tests/vm/run-tiering runs the scenario once more from a fresh boot.
-	echo "every failure above is a deadline missed while the emulator stood the guest still"
+	echo "every failure above is a deadline missed while a vCPU stood still"
 	exit 75
 fi
 [ "$FAILED" -eq 0 ]
