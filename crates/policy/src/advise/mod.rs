@@ -34,7 +34,9 @@
 mod algorithms;
 pub mod phases;
 
-pub use algorithms::{bandwidth, hotset, knapsack, multi_knapsack, BandwidthParams};
+pub use algorithms::{
+    bandwidth, benefit, hotset, knapsack, knapsack_bucket_bytes, multi_knapsack, BandwidthParams,
+};
 
 /// One allocation site as the advisor sees it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -157,7 +159,9 @@ impl std::str::FromStr for Algorithm {
             .into_iter()
             .find(|a| a.name() == s)
             .ok_or_else(|| {
-                format!("unknown algorithm {s:?}: use hotset, knapsack, multi-knapsack or bandwidth")
+                format!(
+                    "unknown algorithm {s:?}: use hotset, knapsack, multi-knapsack or bandwidth"
+                )
             })
     }
 }
