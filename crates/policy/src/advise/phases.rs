@@ -21,8 +21,11 @@ use super::{advise, Algorithm, IntervalDemand, SiteDemand, SitePlacement, TierSp
 use std::collections::HashMap;
 
 /// Two clusters whose centroids are nearer than this (L1 distance between access shares) are
-/// one phase: 0.2 is a tenth of the accesses having moved between sites, more than sampling
-/// noise moves in a steady program and less than a real change of loop does.
+/// one phase: 0.2 is a tenth of the accesses having moved between sites, less than a real
+/// change of loop moves, and more than sampling noise does in a steady program whose intervals
+/// hold a few hundred samples or more (a share p of n samples varies by about
+/// sqrt(p(1 - p) / n): 0.03 at n = 250). Intervals of a few dozen samples are noisy enough to
+/// be split into phases that are not there.
 pub const PHASE_MERGE_DISTANCE: f64 = 0.2;
 
 /// Rounds of k-means at most: it settles in a few, and the bound keeps an oscillating case
@@ -84,7 +87,9 @@ pub fn segment(sites: &[SiteDemand], timeline: &Timeline, max_phases: usize) -> 
             break;
         }
     }
+    drop_empty(&mut cluster_of, &mut centroids);
     merge_close(&active, &rows, &mut cluster_of, &mut centroids, sites.len());
+    // A last pass, so that each interval sits with the nearest of the phases that remain.
     assign_nearest(&shares, &centroids, &mut cluster_of);
     centroids = weighted_centroids(&active, &rows, &cluster_of, &centroids, sites.len());
 
@@ -255,7 +260,31 @@ fn weighted_centroids(
         .collect()
 }
 
-/// Merges the two nearest clusters while they are nearer than [`PHASE_MERGE_DISTANCE`].
+/// Removes the clusters no interval is in (their stale centroids would otherwise attract
+/// intervals again), keeping the others' order.
+fn drop_empty(cluster_of: &mut [usize], centroids: &mut Vec<Vec<f64>>) {
+    let mut occupied = vec![false; centroids.len()];
+    for &c in cluster_of.iter() {
+        occupied[c] = true;
+    }
+    let mut renumbered = vec![0; centroids.len()];
+    let mut kept = 0;
+    for old in 0..centroids.len() {
+        if occupied[old] {
+            // Every position from `kept` to `old` holds a dropped centroid.
+            renumbered[old] = kept;
+            centroids.swap(kept, old);
+            kept += 1;
+        }
+    }
+    centroids.truncate(kept);
+    for c in cluster_of.iter_mut() {
+        *c = renumbered[*c];
+    }
+}
+
+/// Merges the two nearest clusters while they are nearer than [`PHASE_MERGE_DISTANCE`]; every
+/// cluster has an interval, and keeps one.
 fn merge_close(
     active: &[usize],
     rows: &[SparseAccesses],
@@ -264,13 +293,9 @@ fn merge_close(
     site_count: usize,
 ) {
     loop {
-        let mut occupied = vec![false; centroids.len()];
-        for &c in cluster_of.iter() {
-            occupied[c] = true;
-        }
         let mut nearest: Option<(usize, usize, f64)> = None;
-        for a in (0..centroids.len()).filter(|&a| occupied[a]) {
-            for b in (a + 1..centroids.len()).filter(|&b| occupied[b]) {
+        for a in 0..centroids.len() {
+            for b in a + 1..centroids.len() {
                 let d = l1(&centroids[a], &centroids[b]);
                 if d < PHASE_MERGE_DISTANCE && nearest.is_none_or(|(_, _, best)| d < best) {
                     nearest = Some((a, b, d));
@@ -285,6 +310,7 @@ fn merge_close(
                 *c = keep;
             }
         }
+        drop_empty(cluster_of, centroids);
         *centroids = weighted_centroids(active, rows, cluster_of, centroids, site_count);
     }
 }
@@ -422,5 +448,312 @@ fn arena_tier(demand: &SiteDemand, placement: &SitePlacement, slowest: usize) ->
         placement.tier.min(slowest)
     } else {
         (placement.tier + 1).min(slowest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::xorshift;
+
+    /// A site of `bytes`, live and allocated in interval 0, with `accesses[i]` in interval `i`.
+    fn site(bytes: u64, accesses: &[f64]) -> SiteDemand {
+        let series: Vec<IntervalDemand> = accesses
+            .iter()
+            .enumerate()
+            .map(|(interval, &accesses)| IntervalDemand {
+                interval,
+                live_bytes: bytes,
+                accesses,
+                allocations: u64::from(interval == 0),
+                ..IntervalDemand::default()
+            })
+            .collect();
+        SiteDemand {
+            bytes,
+            accesses: accesses.iter().sum(),
+            allocations: 1,
+            series,
+            ..SiteDemand::default()
+        }
+    }
+
+    fn seconds(intervals: usize) -> Timeline {
+        Timeline {
+            interval_seconds: vec![1.0; intervals],
+        }
+    }
+
+    fn two_tiers(fast_bytes: u64) -> Vec<TierSpec> {
+        vec![
+            TierSpec {
+                capacity_bytes: fast_bytes,
+                load_cost: 1.0,
+                store_cost: 1.0,
+            },
+            TierSpec {
+                capacity_bytes: u64::MAX,
+                load_cost: 3.0,
+                store_cost: 3.0,
+            },
+        ]
+    }
+
+    /// `hot` in the intervals of `hot_in`, `cold` in the others, over `intervals`.
+    fn pattern(intervals: usize, hot_in: std::ops::Range<usize>, hot: f64, cold: f64) -> Vec<f64> {
+        (0..intervals)
+            .map(|i| if hot_in.contains(&i) { hot } else { cold })
+            .collect()
+    }
+
+    /// A hot in intervals 0-9, B in 10-19, C never accessed, D (small) hot along with A.
+    fn two_phase_sites() -> Vec<SiteDemand> {
+        vec![
+            site(100, &pattern(20, 0..10, 1000.0, 10.0)),
+            site(100, &pattern(20, 10..20, 1000.0, 10.0)),
+            site(50, &[0.0; 20]),
+            site(10, &pattern(20, 0..10, 50.0, 0.0)),
+        ]
+    }
+
+    #[test]
+    fn two_phases_are_found_at_their_boundary_and_their_hot_sites_swap_tiers() {
+        let sites = two_phase_sites();
+        let timeline = seconds(20);
+        let phases = segment(&sites, &timeline, 4);
+        let expected: Vec<usize> = (0..20).map(|i| usize::from(i >= 10)).collect();
+        assert_eq!(phases.interval_phase, expected);
+        assert_eq!(phases.centroids.len(), 2);
+        assert!((phases.centroids[0][0] - 1000.0 / 1060.0).abs() < 1e-12);
+        assert!((phases.centroids[1][1] - 1000.0 / 1010.0).abs() < 1e-12);
+        for centroid in &phases.centroids {
+            assert!((centroid.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        }
+
+        // The fast tier holds A and D, or B, not both hot sets.
+        for algorithm in Algorithm::ALL {
+            let advice = per_phase(algorithm, &sites, &two_tiers(110), &timeline, &phases);
+            assert_eq!(
+                advice,
+                PhaseAdvice {
+                    arenas: vec![vec![0, 1], vec![1, 0], vec![1, 1]],
+                    site_arena: vec![0, 1, 2, 0],
+                },
+                "{}",
+                algorithm.name()
+            );
+        }
+
+        for interval in 0..20 {
+            let accesses: Vec<f64> = sites.iter().map(|s| s.series[interval].accesses).collect();
+            assert_eq!(
+                classify(&phases.centroids, &accesses),
+                Some(phases.interval_phase[interval]),
+                "interval {interval}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_phase_that_recurs_is_one_phase() {
+        let a: Vec<f64> = (0..15)
+            .map(|i| if (5..10).contains(&i) { 5.0 } else { 500.0 })
+            .collect();
+        let b: Vec<f64> = a.iter().map(|&x| 505.0 - x).collect();
+        let phases = segment(&[site(1, &a), site(1, &b)], &seconds(15), 8);
+        let expected: Vec<usize> = (0..15).map(|i| usize::from((5..10).contains(&i))).collect();
+        assert_eq!(phases.interval_phase, expected);
+        assert_eq!(phases.centroids.len(), 2);
+    }
+
+    #[test]
+    fn a_steady_profile_is_one_phase() {
+        let mut next = xorshift(0xdead_beef_cafe_f00d);
+        let mut noise = || (next() % 161) as f64 - 80.0;
+        let a: Vec<f64> = (0..30).map(|_| 600.0 + noise()).collect();
+        let b: Vec<f64> = (0..30).map(|_| 400.0 + noise()).collect();
+        let sites = [site(10, &a), site(10, &b)];
+        let phases = segment(&sites, &seconds(30), 8);
+        assert_eq!(phases.interval_phase, vec![0; 30]);
+        assert_eq!(phases.centroids.len(), 1);
+        let advice = per_phase(
+            Algorithm::Knapsack,
+            &sites,
+            &two_tiers(10),
+            &seconds(30),
+            &phases,
+        );
+        assert_eq!(advice.arenas, vec![vec![0], vec![1]]);
+    }
+
+    #[test]
+    fn one_phase_allowed_gives_one_phase() {
+        let phases = segment(&two_phase_sites(), &seconds(20), 1);
+        assert_eq!(phases.interval_phase, vec![0; 20]);
+        assert_eq!(phases.centroids.len(), 1);
+        let zero_allowed = segment(&two_phase_sites(), &seconds(20), 0);
+        assert_eq!(zero_allowed, phases, "0 phases allowed is read as 1");
+    }
+
+    #[test]
+    fn segmentation_and_advice_are_deterministic() {
+        let sites = two_phase_sites();
+        let first = segment(&sites, &seconds(20), 3);
+        assert_eq!(first, segment(&sites, &seconds(20), 3));
+        let advise_once = || {
+            per_phase(
+                Algorithm::Bandwidth,
+                &sites,
+                &two_tiers(110),
+                &seconds(20),
+                &first,
+            )
+        };
+        assert_eq!(advise_once(), advise_once());
+    }
+
+    #[test]
+    fn intervals_without_accesses_join_the_previous_phase() {
+        let a = [0.0, 0.0, 9.0, 9.0, 9.0, 0.0, 0.0, 0.0, 0.0];
+        let b = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 9.0, 9.0, 0.0];
+        let phases = segment(&[site(1, &a), site(1, &b)], &seconds(9), 4);
+        assert_eq!(phases.interval_phase, [0, 0, 0, 0, 0, 0, 1, 1, 1]);
+        assert_eq!(phases.centroids, [vec![1.0, 0.0], vec![0.0, 1.0]]);
+    }
+
+    #[test]
+    fn degenerate_timelines() {
+        let quiet = [site(1, &[0.0; 4])];
+        let phases = segment(&quiet, &seconds(4), 4);
+        assert_eq!(
+            phases,
+            Phases {
+                interval_phase: vec![0; 4],
+                centroids: vec![vec![0.0]],
+            },
+            "no accesses at all: one phase"
+        );
+        assert_eq!(segment(&quiet, &Timeline::default(), 4), Phases::default());
+        assert_eq!(segment(&[], &seconds(3), 4).interval_phase, [0, 0, 0]);
+        let none = per_phase(
+            Algorithm::Hotset,
+            &quiet,
+            &two_tiers(1),
+            &Timeline::default(),
+            &Phases::default(),
+        );
+        assert_eq!(none.arenas, vec![Vec::<usize>::new()]);
+        assert_eq!(none.site_arena, [0]);
+    }
+
+    #[test]
+    fn classify_needs_accesses_and_phases() {
+        let centroids = vec![vec![1.0, 0.0], vec![0.0, 1.0]];
+        assert_eq!(classify(&centroids, &[0.0, 0.0]), None);
+        assert_eq!(classify(&centroids, &[f64::NAN, -1.0]), None);
+        assert_eq!(classify(&[], &[1.0, 2.0]), None);
+        assert_eq!(classify(&centroids, &[1.0, 3.0]), Some(1));
+        assert_eq!(
+            classify(&centroids, &[1.0, 1.0]),
+            Some(0),
+            "ties: the first"
+        );
+        assert_eq!(
+            classify(&centroids, &[0.0, 0.0, 5.0]),
+            Some(0),
+            "a new site"
+        );
+    }
+
+    #[test]
+    fn a_spilled_site_counts_in_the_tier_holding_at_least_half_of_it() {
+        let sites = [site(100, &[10.0; 4])];
+        let phases = segment(&sites, &seconds(4), 2);
+        let with_fast = |fast_bytes| {
+            per_phase(
+                Algorithm::Hotset,
+                &sites,
+                &two_tiers(fast_bytes),
+                &seconds(4),
+                &phases,
+            )
+            .arenas
+        };
+        assert_eq!(with_fast(50), [vec![0]], "half fits");
+        assert_eq!(with_fast(49), [vec![1]]);
+    }
+
+    #[test]
+    fn a_site_absent_from_a_phase_keeps_its_bytes_and_goes_slow_there() {
+        let mut late = site(60, &pattern(10, 5..10, 100.0, 0.0));
+        for entry in &mut late.series[..5] {
+            entry.live_bytes = 0;
+        }
+        let early = site(50, &pattern(10, 0..5, 100.0, 1.0));
+        let sites = [early, late];
+        let phases = segment(&sites, &seconds(10), 2);
+        assert_eq!(phases.centroids.len(), 2);
+        let advice = per_phase(
+            Algorithm::Knapsack,
+            &sites,
+            &two_tiers(60),
+            &seconds(10),
+            &phases,
+        );
+        assert_eq!(advice.arenas, [vec![0, 1], vec![1, 0]]);
+    }
+
+    #[test]
+    fn random_profiles_give_well_formed_phases_and_arenas() {
+        let mut next = xorshift(0x0123_4567_89ab_cdef);
+        for instance in 0..200 {
+            let intervals = (next() % 12) as usize;
+            let sites: Vec<SiteDemand> = (0..next() % 6)
+                .map(|_| {
+                    let accesses: Vec<f64> = (0..intervals)
+                        .map(|_| match next() % 4 {
+                            0 => 0.0,
+                            1 => f64::NAN,
+                            _ => (next() % 100) as f64,
+                        })
+                        .collect();
+                    site(next() % 200, &accesses)
+                })
+                .collect();
+            let max_phases = (next() % 5) as usize;
+            let timeline = seconds(intervals);
+            let phases = segment(&sites, &timeline, max_phases);
+            let context = format!("instance {instance}");
+            assert_eq!(phases.interval_phase.len(), intervals, "{context}");
+            assert!(phases.centroids.len() <= max_phases.max(1), "{context}");
+            assert!(
+                phases
+                    .interval_phase
+                    .iter()
+                    .all(|&p| p < phases.centroids.len()),
+                "{context}"
+            );
+            for centroid in &phases.centroids {
+                assert_eq!(centroid.len(), sites.len(), "{context}");
+                let sum: f64 = centroid.iter().sum();
+                assert!(sum == 0.0 || (sum - 1.0).abs() < 1e-9, "{context}");
+            }
+            let tiers = two_tiers(next() % 400);
+            for algorithm in Algorithm::ALL {
+                let advice = per_phase(algorithm, &sites, &tiers, &timeline, &phases);
+                assert_eq!(advice.site_arena.len(), sites.len(), "{context}");
+                assert!(
+                    advice.site_arena.iter().all(|&a| a < advice.arenas.len()),
+                    "{context}"
+                );
+                assert!(
+                    advice
+                        .arenas
+                        .iter()
+                        .all(|a| a.len() == phases.centroids.len() && a.iter().all(|&t| t < 2)),
+                    "{context}"
+                );
+            }
+        }
     }
 }
