@@ -182,7 +182,8 @@ pub fn advise(
 }
 
 /// Bytes and accesses each tier would hold under `advice`: a spilling site's accesses are
-/// split between its tier and the next in proportion to its bytes in each.
+/// split between its tier and the next in proportion to its bytes in each. Byte sums saturate
+/// at `u64::MAX`, and NaN, infinite or negative accesses count as 0, as in the algorithms.
 pub fn evaluate(sites: &[SiteDemand], tiers: &[TierSpec], advice: &Advice) -> Vec<TierOutcome> {
     let mut out = vec![
         TierOutcome {
@@ -195,7 +196,8 @@ pub fn evaluate(sites: &[SiteDemand], tiers: &[TierSpec], advice: &Advice) -> Ve
     let last = out.len() - 1;
     let mut total = 0.0;
     for (site, placement) in sites.iter().zip(&advice.sites) {
-        total += site.accesses;
+        let accesses = algorithms::count(site.accesses);
+        total += accesses;
         let tier = placement.tier.min(last);
         let held = placement.tier_bytes.min(site.bytes);
         let fraction = if site.bytes == 0 {
@@ -203,11 +205,11 @@ pub fn evaluate(sites: &[SiteDemand], tiers: &[TierSpec], advice: &Advice) -> Ve
         } else {
             held as f64 / site.bytes as f64
         };
-        out[tier].bytes += held;
-        out[tier].accesses += site.accesses * fraction;
+        out[tier].bytes = out[tier].bytes.saturating_add(held);
+        out[tier].accesses += accesses * fraction;
         let next = (tier + 1).min(last);
-        out[next].bytes += site.bytes - held;
-        out[next].accesses += site.accesses * (1.0 - fraction);
+        out[next].bytes = out[next].bytes.saturating_add(site.bytes - held);
+        out[next].accesses += accesses * (1.0 - fraction);
     }
     for tier in &mut out {
         tier.share = if total > 0.0 {
@@ -217,4 +219,67 @@ pub fn evaluate(sites: &[SiteDemand], tiers: &[TierSpec], advice: &Advice) -> Ve
         };
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site(bytes: u64, accesses: f64) -> SiteDemand {
+        SiteDemand {
+            bytes,
+            accesses,
+            ..SiteDemand::default()
+        }
+    }
+
+    fn tiers() -> Vec<TierSpec> {
+        let tier = |capacity_bytes, cost| TierSpec {
+            capacity_bytes,
+            load_cost: cost,
+            store_cost: cost,
+        };
+        vec![tier(100, 1.0), tier(u64::MAX, 3.0)]
+    }
+
+    #[test]
+    fn evaluate_splits_a_spilled_site_by_its_bytes() {
+        let sites = [site(100, 30.0), site(50, 10.0)];
+        let advice = Advice {
+            sites: vec![
+                SitePlacement {
+                    tier: 0,
+                    tier_bytes: 60,
+                },
+                SitePlacement {
+                    tier: 1,
+                    tier_bytes: 50,
+                },
+            ],
+        };
+        let outcome = evaluate(&sites, &tiers(), &advice);
+        assert_eq!(outcome[0].bytes, 60);
+        assert_eq!(outcome[1].bytes, 90);
+        assert!((outcome[0].accesses - 18.0).abs() < 1e-9);
+        assert!((outcome[1].share - 22.0 / 40.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn evaluate_survives_huge_sites_and_bad_counts() {
+        let sites = [site(u64::MAX, 1.0), site(u64::MAX, f64::NAN), site(1, -4.0)];
+        let advice = Advice {
+            sites: vec![
+                SitePlacement {
+                    tier: 1,
+                    tier_bytes: u64::MAX,
+                };
+                3
+            ],
+        };
+        let outcome = evaluate(&sites, &tiers(), &advice);
+        assert_eq!(outcome[1].bytes, u64::MAX, "saturates");
+        assert_eq!(outcome[1].accesses, 1.0);
+        assert_eq!(outcome[1].share, 1.0);
+        assert_eq!(outcome[0].share, 0.0);
+    }
 }
