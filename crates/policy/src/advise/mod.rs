@@ -48,6 +48,7 @@ pub struct SiteDemand {
     pub accesses: f64,
     /// Of `accesses`, the loads and the stores, where the source told them apart.
     pub loads: Option<f64>,
+    /// See `loads`.
     pub stores: Option<f64>,
     /// Objects the site allocated over the run.
     pub allocations: u64,
@@ -63,8 +64,11 @@ pub struct IntervalDemand {
     pub interval: usize,
     /// Peak bytes of the site's live objects during the interval.
     pub live_bytes: u64,
+    /// The site's accesses in the interval, as [`SiteDemand::accesses`].
     pub accesses: f64,
+    /// Of them, the loads, where told apart.
     pub loads: Option<f64>,
+    /// Of them, the stores, where told apart.
     pub stores: Option<f64>,
     /// Objects the site allocated in the interval.
     pub allocations: u64,
@@ -84,6 +88,7 @@ impl SiteDemand {
 /// The profile's intervals: how long each lasted, in order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Timeline {
+    /// Each interval's duration in seconds, the profile's first interval first.
     pub interval_seconds: Vec<f64>,
 }
 
@@ -96,6 +101,7 @@ pub struct TierSpec {
     /// Cost of one load, and one store, served by this tier (relative units: only ratios
     /// between tiers matter; e.g. the tier's latency in ns).
     pub load_cost: f64,
+    /// See `load_cost`.
     pub store_cost: f64,
 }
 
@@ -112,6 +118,7 @@ pub struct SitePlacement {
 /// An algorithm's answer: one [`SitePlacement`] per input site, in the input's order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Advice {
+    /// One placement per site, in the input's order.
     pub sites: Vec<SitePlacement>,
 }
 
@@ -122,19 +129,25 @@ pub struct TierOutcome {
     pub bytes: u64,
     /// Accesses the tier would serve, and their share of all accesses (0 when there are none).
     pub accesses: f64,
+    /// See `accesses`.
     pub share: f64,
 }
 
 /// The advise algorithms, by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Algorithm {
+    /// [`hotset`]: by accesses per byte, the crossing site spilling.
     Hotset,
+    /// [`knapsack`]: the most accesses per tier, whole sites.
     Knapsack,
+    /// [`multi_knapsack`]: ecoHMEM's greedy, load and store costs weighed.
     MultiKnapsack,
+    /// [`bandwidth`]: ecoHMEM's bandwidth-aware correction of the greedy.
     Bandwidth,
 }
 
 impl Algorithm {
+    /// Every algorithm, in the order the CLI lists them.
     pub const ALL: [Algorithm; 4] = [
         Algorithm::Hotset,
         Algorithm::Knapsack,
@@ -142,6 +155,7 @@ impl Algorithm {
         Algorithm::Bandwidth,
     ];
 
+    /// The name the CLI takes and prints (what [`FromStr`](std::str::FromStr) parses).
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::Hotset => "hotset",
