@@ -8,6 +8,7 @@
 //! ([`Prioritization`]), and an enforcement routine that fills each tier, fastest first, up to a
 //! budget (90 % of its capacity by default), leaving the rest to slower tiers.
 
+pub mod advise;
 pub mod lifetimes;
 mod radix;
 pub mod routines;
