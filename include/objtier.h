@@ -64,6 +64,17 @@ int objtier_advise(void *addr, size_t len, unsigned hints) __attribute__((weak))
  */
 int objtier_tier_of(const void *addr) __attribute__((weak));
 
+/*
+ * Says that the program enters phase `phase` (0, 1, ... as the program numbers them; the same
+ * numbers in every run). With per-phase guidance (objtier advise --phases, objtier run
+ * --placement) the daemon moves each group of allocation sites to its tier for the phase at
+ * once, instead of waiting to detect the change from sampled accesses; without it the call is
+ * recorded and does nothing else. Returns 0 once the mark is on its way to the daemon; -1 with
+ * errno ENOTCONN when no daemon is attached, EAGAIN when the channel to the daemon is
+ * momentarily full.
+ */
+int objtier_phase(unsigned phase) __attribute__((weak));
+
 /* Non-zero when libobjtier.so is loaded in this process. */
 static inline int objtier_available(void) { return objtier_tier_of != NULL; }
 

@@ -1881,7 +1881,8 @@ pub(crate) mod tests {
             control.site_advice(placed),
             objtier_wire::SiteAdvice {
                 tier: Some(1),
-                short_lived: false
+                short_lived: false,
+                budget_pages: 0,
             },
             "a placed site keeps its placement"
         );

@@ -62,6 +62,18 @@ pub extern "C" fn objtier_advise(addr: *mut c_void, len: usize, hints: c_uint) -
     0
 }
 
+/// `int objtier_phase(unsigned phase)`.
+#[no_mangle]
+pub extern "C" fn objtier_phase(phase: c_uint) -> c_int {
+    if !attached() {
+        return fail(libc::ENOTCONN);
+    }
+    if !report::push_raw(EventKind::Phase, 0, phase as u64, 0, 0) {
+        return fail(libc::EAGAIN);
+    }
+    0
+}
+
 /// `int objtier_tier_of(const void *addr)`.
 #[no_mangle]
 pub extern "C" fn objtier_tier_of(addr: *const c_void) -> c_int {

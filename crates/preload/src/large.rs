@@ -314,9 +314,9 @@ struct Chunk {
     pages: usize,
     /// Boundary tags, one u32 per page of the chunk, in a mapping of their own.
     tags: *mut u32,
-    /// Allocation site and allocation event (`alloc`'s `on_alloc`) of the object starting at
-    /// each page, two u64 a page (only head pages are meaningful), in a mapping of its own;
-    /// touched only for pages where objects start.
+    /// Allocation site, allocation event (`alloc`'s `on_alloc`) and what the caller keeps with
+    /// the object starting at each page, `SIDE_WORDS` u64 a page (only head pages are
+    /// meaningful), in a mapping of its own; touched only for pages where objects start.
     sites: *mut u64,
     /// Pages `[bump, pages)` have never been handed out.
     bump: usize,
@@ -376,32 +376,65 @@ impl Chunk {
     }
 
     fn site(&self, page: usize) -> u64 {
-        debug_assert!(page < self.pages);
-        // SAFETY: `sites` maps `2 * pages` u64 entries; callers hold the state lock.
-        unsafe { *self.sites.add(2 * page) }
+        self.side(page, SIDE_SITE)
     }
 
     fn set_site(&mut self, page: usize, site: u64) {
-        debug_assert!(page < self.pages);
-        // SAFETY: as in `site`.
-        unsafe { *self.sites.add(2 * page) = site }
+        self.set_side(page, SIDE_SITE, site)
     }
 
     /// What `on_alloc` returned for the object starting at `page` (0 when it is known to the
     /// daemon some other way: moved, grown, or re-announced since).
     fn event(&self, page: usize) -> u64 {
-        debug_assert!(page < self.pages);
-        // SAFETY: as in `site`.
-        unsafe { *self.sites.add(2 * page + 1) }
+        self.side(page, SIDE_EVENT)
     }
 
     /// (`&self`: the side table is not the chunk's; a walk over the extents clears entries as
     /// it goes. Callers hold the state lock, as for every other write.)
     fn set_event(&self, page: usize, event: u64) {
-        debug_assert!(page < self.pages);
-        // SAFETY: as in `site`.
-        unsafe { *self.sites.add(2 * page + 1) = event }
+        self.set_side(page, SIDE_EVENT, event)
     }
+
+    /// What the caller keeps with the object starting at `page` (`alloc`'s `kept`).
+    fn kept(&self, page: usize) -> u64 {
+        self.side(page, SIDE_KEPT)
+    }
+
+    fn side(&self, page: usize, word: usize) -> u64 {
+        debug_assert!(page < self.pages && word < SIDE_WORDS);
+        // SAFETY: `sites` maps `SIDE_WORDS * pages` u64 entries; callers hold the state lock.
+        unsafe { *self.sites.add(SIDE_WORDS * page + word) }
+    }
+
+    fn set_side(&self, page: usize, word: usize, value: u64) {
+        debug_assert!(page < self.pages && word < SIDE_WORDS);
+        // SAFETY: as in `side`.
+        unsafe { *self.sites.add(SIDE_WORDS * page + word) = value }
+    }
+}
+
+/// The side table's words per page: the object's site, its allocation event, and what the
+/// caller keeps with it.
+const SIDE_WORDS: usize = 3;
+const SIDE_SITE: usize = 0;
+const SIDE_EVENT: usize = 1;
+const SIDE_KEPT: usize = 2;
+
+/// In what a caller keeps with an object (`alloc`'s `kept`): the object's pages from the
+/// number in the low 32 bits on are bound to other nodes than its chunk's (a placement's
+/// budget spilled them one tier down). Its free drops them and binds them back, rather than
+/// keep them for reuse where the chunk's next object would inherit them.
+pub const KEPT_REBOUND: u64 = 1 << 63;
+
+/// What `free` tells `on_free` of the object it frees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Freed {
+    /// What `alloc`'s `on_alloc` returned for it (0 if it has moved, grown or been
+    /// re-announced since).
+    pub event: u64,
+    pub site: u64,
+    /// What `alloc` was given to keep with it.
+    pub kept: u64,
 }
 
 /// A set of NUMA nodes chunks are bound to (0 for the default placement), and the chunk of that
@@ -574,12 +607,14 @@ pub fn contains(ptr: *const u8) -> bool {
 /// new extent, so that reports of frees and reuses of the same address (always made under the
 /// lock of the shard that owns it) reach the daemon in the order they happened. What it returns
 /// (the report's place in the ring, 0 for none) is kept with the object and given to `free`'s
-/// `on_free`. `now_ns` is the caller's read of `report::now_ns` (see `ticks_at`).
+/// `on_free`, and so is `kept` (see [`KEPT_REBOUND`]). `now_ns` is the caller's read of
+/// `report::now_ns` (see `ticks_at`).
 pub fn alloc(
     size: usize,
     align: usize,
     nodes: u64,
     site: u64,
+    kept: u64,
     now_ns: u64,
     on_alloc: impl FnOnce(Extent) -> u64,
 ) -> Option<(*mut u8, Contents)> {
@@ -589,6 +624,7 @@ pub fn alloc(
     let placement = state.placement_for(nodes);
     let (chunk, start, contents) = state.take(placement, pages, align_pages, ticks_at(now_ns))?;
     state.chunks[chunk].set_site(start, site);
+    state.chunks[chunk].set_side(start, SIDE_KEPT, kept);
     state.after_change();
     let addr = state.chunks[chunk].base + start * PAGE_SIZE;
     let len = pages * PAGE_SIZE;
@@ -643,17 +679,24 @@ pub fn site_of(ptr: *const u8) -> u64 {
 /// Frees the object starting at `ptr`. Returns its extent, or None for a pointer that is not a
 /// live object here (ignored: a double or invalid free must not corrupt other objects).
 /// `on_free` runs under the lock of the shard that owns it, before the memory can be reused,
-/// with what `alloc`'s `on_alloc` returned for it (0 if it has moved, grown or been
-/// re-announced since). `now_ns` is the caller's read of `report::now_ns`, which it needs for
-/// the free's report anyway: it dates the extent in the cache (a clock read less per free).
-pub fn free(ptr: *mut u8, now_ns: u64, on_free: impl FnOnce(Extent, u64)) -> Option<Extent> {
+/// with what it keeps of the object ([`Freed`]). `now_ns` is the caller's read of
+/// `report::now_ns`, which it needs for the free's report anyway: it dates the extent in the
+/// cache (a clock read less per free).
+pub fn free(ptr: *mut u8, now_ns: u64, on_free: impl FnOnce(Extent, Freed)) -> Option<Extent> {
     let addr = ptr as usize;
     let (shard, chunk) = owner(addr)?;
     let now = ticks_at(now_ns);
     let mut state = SHARDS[shard].lock();
     let extent = state.allocated_extent(chunk, addr)?;
     let start_page = (addr - state.chunks[chunk].base) / PAGE_SIZE;
-    if extent.len <= DIRTY_MAX_EXTENT_BYTES {
+    let freed = |c: &Chunk| Freed {
+        event: c.event(start_page),
+        site: c.site(start_page),
+        kept: c.kept(start_page),
+    };
+    let rebound = state.chunks[chunk].kept(start_page) & KEPT_REBOUND != 0;
+    let chunk_nodes = state.placements[state.chunks[chunk].placement as usize].nodes;
+    if extent.len <= DIRTY_MAX_EXTENT_BYTES && !rebound {
         // Keep it resident for the next allocation of its size, making room in the cache by
         // returning the largest cached extents to the kernel: the cache follows what the
         // program frees now instead of filling once and refusing everything after. This
@@ -667,7 +710,7 @@ pub fn free(ptr: *mut u8, now_ns: u64, on_free: impl FnOnce(Extent, u64)) -> Opt
             }
             excess -= here;
         }
-        on_free(extent, state.chunks[chunk].event(start_page));
+        on_free(extent, freed(&state.chunks[chunk]));
         state.cache_dirty(chunk, start_page, extent.len / PAGE_SIZE, now);
         let purge = purge_due(now);
         if purge {
@@ -681,18 +724,26 @@ pub fn free(ptr: *mut u8, now_ns: u64, on_free: impl FnOnce(Extent, u64)) -> Opt
         }
         return Some(extent);
     }
+    let kept = state.chunks[chunk].kept(start_page);
     drop(state);
     // Drop the pages before the extent becomes reusable: once it is marked free another thread
     // may take it, and must find zeroed, non-resident memory.
     // SAFETY: the extent belongs to the object being freed; nobody else may use it until it is
     // marked free below.
     unsafe { libc::madvise(addr as *mut libc::c_void, extent.len, libc::MADV_DONTNEED) };
+    if rebound {
+        // Its tail was bound one tier down: bound back to the chunk's nodes, for the next object.
+        let head = (kept & 0xffff_ffff) as usize * PAGE_SIZE;
+        if head < extent.len {
+            bind_preferred(addr + head, extent.len - head, chunk_nodes);
+        }
+    }
     let mut state = SHARDS[shard].lock();
     // Re-check: a racing double free may have released it meanwhile.
     if state.allocated_extent(chunk, addr) != Some(extent) {
         return None;
     }
-    on_free(extent, state.chunks[chunk].event(start_page));
+    on_free(extent, freed(&state.chunks[chunk]));
     state.release(chunk, start_page, extent.len / PAGE_SIZE);
     state.after_change();
     drop(state);
@@ -1464,7 +1515,7 @@ impl State {
         };
         let chunk_pages = bytes / PAGE_SIZE;
         let tags_bytes = chunk_pages * core::mem::size_of::<u32>();
-        let sites_bytes = 2 * chunk_pages * core::mem::size_of::<u64>();
+        let sites_bytes = SIDE_WORDS * chunk_pages * core::mem::size_of::<u64>();
         // The clean and the dirty index's bitmaps for this chunk, one after the other.
         let bitmap_words = free_index::bitmap_words(chunk_pages);
         let bitmaps_bytes = 2 * bitmap_words * core::mem::size_of::<u64>();
@@ -1550,10 +1601,26 @@ const MPOL_PREFERRED: i64 = 1;
 const MPOL_PREFERRED_MANY: i64 = 5;
 
 /// Binds `[base, base + bytes)` to prefer the nodes in `nodes`: all of them where the kernel
-/// has `MPOL_PREFERRED_MANY` (5.15+), else the lowest one. A failure leaves the chunk without a
-/// policy (its objects start wherever first touch puts them, and the daemon moves them later).
-fn bind_preferred(base: usize, bytes: usize, nodes: u64) {
+/// has `MPOL_PREFERRED_MANY` (5.15+), else the lowest one; `nodes` 0 gives the range back to the
+/// default policy. A failure leaves the range as it was (its objects start wherever first touch
+/// or the old policy puts them, and the daemon moves them later).
+pub(crate) fn bind_preferred(base: usize, bytes: usize, nodes: u64) {
     if crate::sandbox::confined() {
+        return;
+    }
+    if nodes == 0 {
+        // SAFETY: mbind with MPOL_DEFAULT and no mask, on a range we own.
+        unsafe {
+            libc::syscall(
+                libc::SYS_mbind,
+                base,
+                bytes,
+                0i64,
+                core::ptr::null::<u64>(),
+                0u64,
+                0u32,
+            )
+        };
         return;
     }
     let mask = [nodes, 0u64];
@@ -1740,7 +1807,7 @@ mod tests {
         let _off = PurgeOff::new();
         flush_dirty();
         let guard_before = big(PAGE_SIZE, 8);
-        let (p, _) = alloc(3 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
+        let (p, _) = alloc(3 * PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         let guard_after = big(PAGE_SIZE, 8);
         // SAFETY: p is a live 3-page object.
         unsafe { *p = 7 };
@@ -1758,9 +1825,10 @@ mod tests {
         assert!(!live.contains(&(p as usize)));
         check_all();
         // Another size does not take it; the same size does, dirty, as last freed first out.
-        let (q, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
+        let (q, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_ne!(q, p);
-        let (r, contents) = alloc(3 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
+        let (r, contents) =
+            alloc(3 * PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!((r, contents), (p, Contents::Dirty));
         // SAFETY: r is p again, its contents kept.
         assert_eq!(unsafe { *r }, 7);
@@ -1770,6 +1838,7 @@ mod tests {
         let (s, _) = alloc(
             3 * PAGE_SIZE,
             2 * PAGE_SIZE,
+            0,
             0,
             0,
             crate::report::now_ns(),
@@ -1813,6 +1882,7 @@ mod tests {
             8,
             0,
             0,
+            0,
             crate::report::now_ns(),
             |_| 0,
         )
@@ -1850,7 +1920,7 @@ mod tests {
     }
 
     fn big(size: usize, align: usize) -> *mut u8 {
-        alloc(size, align, 0, 0, crate::report::now_ns(), |_| 0)
+        alloc(size, align, 0, 0, 0, crate::report::now_ns(), |_| 0)
             .unwrap()
             .0
     }
@@ -1964,7 +2034,8 @@ mod tests {
     fn dirty_extents_are_reused_and_reported_as_dirty() {
         let _g = SERIAL.lock().unwrap();
         flush_dirty();
-        let (p, contents) = alloc(12 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
+        let (p, contents) =
+            alloc(12 * PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!(contents, Contents::Zeroed);
         // SAFETY: p is a live 8-page object.
         unsafe { *p = 42 };
@@ -1973,14 +2044,16 @@ mod tests {
             free(p, crate::report::now_ns(), |_, _| {}).is_none(),
             "double free of a dirty extent is refused"
         );
-        let (q, contents) = alloc(10 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
+        let (q, contents) =
+            alloc(10 * PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!(
             (q, contents),
             (p, Contents::Dirty),
             "reused, and says it is not zeroed"
         );
         // (Sizes beyond the quick lists': this is the dirty index.) The leftover 2 pages stay dirty and serve a 2-page request.
-        let (r, contents) = alloc(2 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
+        let (r, contents) =
+            alloc(2 * PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!(contents, Contents::Dirty);
         assert_eq!(r as usize, p as usize + 10 * PAGE_SIZE);
         assert!(free_clean(q).is_some());
@@ -2006,7 +2079,8 @@ mod tests {
         assert!(extent_of(b).is_none());
         check_all();
         // a and b merged (sizes beyond the quick lists'): a 21-page request is served from them, dirty.
-        let (c, contents) = alloc(21 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
+        let (c, contents) =
+            alloc(21 * PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!((c, contents), (a, Contents::Dirty));
         assert!(free_clean(c).is_some());
         assert!(free_clean(guard).is_some());
@@ -2020,7 +2094,7 @@ mod tests {
         let big = DIRTY_MAX_EXTENT_BYTES;
         let blocks: Vec<*mut u8> = (0..DIRTY_BUDGET_BYTES / big + 2)
             .map(|_| {
-                alloc(big, 8, 0, 0, crate::report::now_ns(), |_| 0)
+                alloc(big, 8, 0, 0, 0, crate::report::now_ns(), |_| 0)
                     .unwrap()
                     .0
             })
@@ -2030,7 +2104,7 @@ mod tests {
             assert!(cached_bytes() <= dirty_budget_bytes(0));
         }
         // The most recent free is cached (reused, dirty), not returned to the kernel.
-        let (p, contents) = alloc(PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
+        let (p, contents) = alloc(PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!(contents, Contents::Dirty);
         assert!(free_clean(p).is_some());
     }
@@ -2150,23 +2224,23 @@ mod tests {
         assert!(!p.is_null());
         assert_eq!(extent_of(p).unwrap().len, CHUNK_BYTES + PAGE_SIZE);
         assert!(free(p, crate::report::now_ns(), |_, _| {}).is_some());
-        assert!(alloc(usize::MAX - 10, 8, 0, 0, crate::report::now_ns(), |_| 0).is_none());
+        assert!(alloc(usize::MAX - 10, 8, 0, 0, 0, crate::report::now_ns(), |_| 0).is_none());
     }
 
     #[test]
     fn placements_get_chunks_of_their_own_and_sites_are_kept() {
         let _g = SERIAL.lock().unwrap();
         // Node 0 exists on every machine; a mask naming it gives a bound placement.
-        let (placed, _) = alloc(PAGE_SIZE, 8, 1, 0xabc, crate::report::now_ns(), |_| 0).unwrap();
-        let (plain, _) = alloc(PAGE_SIZE, 8, 0, 0xdef, crate::report::now_ns(), |_| 0).unwrap();
+        let (placed, _) = alloc(PAGE_SIZE, 8, 1, 0xabc, 0, crate::report::now_ns(), |_| 0).unwrap();
+        let (plain, _) = alloc(PAGE_SIZE, 8, 0, 0xdef, 0, crate::report::now_ns(), |_| 0).unwrap();
         let chunk_of = |p: *mut u8| owner(p as usize).unwrap();
         assert_ne!(chunk_of(placed), chunk_of(plain));
         assert!(free(placed, crate::report::now_ns(), |_, _| {}).is_some());
         // The freed placed extent is not handed to an unplaced request...
-        let (again, _) = alloc(PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
+        let (again, _) = alloc(PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_ne!(chunk_of(again), chunk_of(placed));
         // ...but is reused for the same placement.
-        let (same, _) = alloc(PAGE_SIZE, 8, 1, 0x123, crate::report::now_ns(), |_| 0).unwrap();
+        let (same, _) = alloc(PAGE_SIZE, 8, 1, 0x123, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!(same, placed);
         let mut sites = Vec::new();
         for_each_live(
@@ -2287,13 +2361,15 @@ mod tests {
         assert!(free(p, crate::report::now_ns(), |_, _| {}).is_some());
         SHARDS[thread_shard()].lock().evict_dirty(2 * PAGE_SIZE);
         assert_eq!(cached_bytes(), 6 * PAGE_SIZE);
-        let (q, contents) = alloc(6 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
+        let (q, contents) =
+            alloc(6 * PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!(
             (q, contents),
             (p, Contents::Dirty),
             "the head is still cached"
         );
-        let (r, contents) = alloc(2 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
+        let (r, contents) =
+            alloc(2 * PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 0).unwrap();
         assert_eq!(
             (r as usize, contents),
             (p as usize + 6 * PAGE_SIZE, Contents::Zeroed),
@@ -2309,11 +2385,13 @@ mod tests {
     fn a_free_gets_its_allocations_report_unless_the_daemon_heard_of_the_object_since() {
         let _g = SERIAL.lock().unwrap();
         let mut got = None;
-        let (p, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 77).unwrap();
-        assert!(free(p, crate::report::now_ns(), |_, report| got = Some(report)).is_some());
+        let (p, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 77).unwrap();
+        assert!(free(p, crate::report::now_ns(), |_, freed| got =
+            Some(freed.event))
+        .is_some());
         assert_eq!(got, Some(77), "the allocation's report, for taking it back");
         // Grown in place: the daemon heard of it as grown.
-        let (a, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 78).unwrap();
+        let (a, _) = alloc(2 * PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 78).unwrap();
         let b = big(4 * PAGE_SIZE, 8);
         let guard = big(PAGE_SIZE, 8);
         assert!(free(b, crate::report::now_ns(), |_, _| {}).is_some());
@@ -2323,24 +2401,67 @@ mod tests {
             crate::report::now_ns(),
             |_, _| {}
         ));
-        assert!(free(a, crate::report::now_ns(), |_, report| got = Some(report)).is_some());
+        assert!(free(a, crate::report::now_ns(), |_, freed| got =
+            Some(freed.event))
+        .is_some());
         assert_eq!(got, Some(0));
         // Re-announced (a resync step, or an attach): the daemon heard of it again.
-        let (r, _) = alloc(PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 79).unwrap();
-        let (s, _) = alloc(PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 80).unwrap();
+        let (r, _) = alloc(PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 79).unwrap();
+        let (s, _) = alloc(PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 80).unwrap();
         for_each_live(|_, _| {}, || {});
-        assert!(free(r, crate::report::now_ns(), |_, report| got = Some(report)).is_some());
+        assert!(free(r, crate::report::now_ns(), |_, freed| got =
+            Some(freed.event))
+        .is_some());
         assert_eq!(got, Some(0));
-        let (t, _) = alloc(PAGE_SIZE, 8, 0, 0, crate::report::now_ns(), |_| 81).unwrap();
+        let (t, _) = alloc(PAGE_SIZE, 8, 0, 0, 0, crate::report::now_ns(), |_| 81).unwrap();
         let mut cursor = (0, 0);
         while let Some(next) = snapshot_step(cursor, usize::MAX, |_| {}, |_, _| {}, |_| {}) {
             cursor = next;
         }
         for q in [s, t] {
-            assert!(free(q, crate::report::now_ns(), |_, report| got = Some(report)).is_some());
+            assert!(free(q, crate::report::now_ns(), |_, freed| got =
+                Some(freed.event))
+            .is_some());
             assert_eq!(got, Some(0));
         }
         assert!(free(guard, crate::report::now_ns(), |_, _| {}).is_some());
+        check_all();
+    }
+
+    #[test]
+    fn what_the_caller_keeps_comes_back_at_the_free_and_a_rebound_tail_is_bound_back() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let mut got = None;
+        let (p, _) = alloc(
+            3 * PAGE_SIZE,
+            8,
+            0,
+            0x5e,
+            42,
+            crate::report::now_ns(),
+            |_| 0,
+        )
+        .unwrap();
+        assert!(free(p, crate::report::now_ns(), |_, freed| got = Some(freed)).is_some());
+        let freed = got.unwrap();
+        assert_eq!((freed.site, freed.kept), (0x5e, 42));
+        // A rebound object is never kept for reuse dirty: its pages come back dropped.
+        flush_dirty();
+        let (q, _) = alloc(
+            3 * PAGE_SIZE,
+            8,
+            1,
+            0x5e,
+            1 | KEPT_REBOUND,
+            crate::report::now_ns(),
+            |_| 0,
+        )
+        .unwrap();
+        // SAFETY: q is a live object of three pages.
+        unsafe { q.write_bytes(1, 3 * PAGE_SIZE) };
+        bind_preferred(q as usize + PAGE_SIZE, 2 * PAGE_SIZE, 1);
+        assert!(free(q, crate::report::now_ns(), |_, _| {}).is_some());
+        assert_eq!(cached_bytes(), 0, "not cached dirty");
         check_all();
     }
 

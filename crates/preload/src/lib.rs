@@ -44,6 +44,7 @@ extern crate alloc;
 
 mod api;
 mod arenas;
+mod budget;
 mod discard;
 mod free_index;
 mod large;
@@ -247,17 +248,25 @@ fn allocate_tracked(
     } else {
         (true, 0)
     };
-    // Where the daemon wants this site's new objects: the nodes of its tier, if it said.
-    let nodes = control
-        .and_then(|c| advice.tier.and_then(|tier| c.tier_nodes(tier)))
-        .unwrap_or(0);
-    let allocated = large::alloc(size, align.max(PAGE_SIZE), nodes, site, now, |extent| {
-        if report {
-            report::push_alloc(extent, now, site, flags)
-        } else {
-            report::UNREPORTED
-        }
-    });
+    let placed = control.map_or(Placed::NOWHERE, |c| place(c, site, advice, size));
+    let allocated = large::alloc(
+        size,
+        align.max(PAGE_SIZE),
+        placed.nodes,
+        site,
+        placed.kept,
+        now,
+        |extent| {
+            if report {
+                report::push_alloc(extent, now, site, flags)
+            } else {
+                report::UNREPORTED
+            }
+        },
+    );
+    if let (Some((p, contents)), Some(tail)) = (allocated, placed.tail) {
+        spill_tail(p, size, contents, placed.kept, tail);
+    }
     // A program that allocates but no longer frees returns its idle cached memory too.
     large::purge_if_due(now);
     if guard.is_some() && site != 0 && site::first_sighting(site) {
@@ -272,6 +281,90 @@ fn allocate_tracked(
     allocated
 }
 
+/// Where a new tracked object goes: the NUMA nodes of its chunk (0: first touch), what its
+/// placement budget charged it ([`budget::Charge::kept`], with [`large::KEPT_REBOUND`] when its
+/// tail goes one tier down), and those lower nodes.
+#[derive(Clone, Copy)]
+struct Placed {
+    nodes: u64,
+    kept: u64,
+    tail: Option<u64>,
+}
+
+impl Placed {
+    const NOWHERE: Placed = Placed {
+        nodes: 0,
+        kept: 0,
+        tail: None,
+    };
+}
+
+/// The daemon's word on a new object of `site` (`advice`), `size` bytes: its site's tier, or a
+/// placement's fallback tier for a site it did not place; within the site's budget there, or
+/// one tier down beyond it, or split across the two for the object that crosses the budget.
+fn place(
+    control: &objtier_wire::Control,
+    site: u64,
+    advice: objtier_wire::SiteAdvice,
+    size: usize,
+) -> Placed {
+    let Some(tier) = advice.tier.or_else(|| control.default_tier()) else {
+        return Placed::NOWHERE;
+    };
+    let Some(nodes) = control.tier_nodes(tier) else {
+        return Placed::NOWHERE;
+    };
+    let lower = control.tier_nodes(tier + 1);
+    let slot = control.site_slot(site);
+    let (Some(lower), Some(slot), true) = (
+        lower,
+        slot,
+        advice.tier.is_some() && advice.budget_pages > 0,
+    ) else {
+        return Placed {
+            nodes,
+            kept: 0,
+            tail: None,
+        };
+    };
+    let pages = size.div_ceil(PAGE_SIZE);
+    let charge = budget::charge(slot, advice.budget_pages, pages);
+    match charge.head_pages {
+        0 => Placed {
+            nodes: lower,
+            kept: 0,
+            tail: None,
+        },
+        head if head >= pages => Placed {
+            nodes,
+            kept: charge.kept,
+            tail: None,
+        },
+        _ => Placed {
+            nodes,
+            kept: charge.kept | large::KEPT_REBOUND,
+            tail: Some(lower),
+        },
+    }
+}
+
+/// Binds the pages of a new object past what its budget charged (`kept`'s head) one tier down
+/// (`tail`): it crossed its site's budget. Pages of a reused extent that are resident already
+/// are dropped first, so that they fault in where the binding says.
+fn spill_tail(p: *mut u8, size: usize, contents: large::Contents, kept: u64, tail: u64) {
+    let head = (kept & 0xffff_ffff) as usize * PAGE_SIZE;
+    let len = size.next_multiple_of(PAGE_SIZE);
+    if head >= len {
+        return;
+    }
+    let start = p as usize + head;
+    if contents == large::Contents::Dirty {
+        // SAFETY: the tail is the new object's own pages, not yet handed out.
+        unsafe { libc::madvise(start as *mut c_void, len - head, libc::MADV_DONTNEED) };
+    }
+    large::bind_preferred(start, len - head, tail);
+}
+
 #[inline]
 unsafe fn release(ptr: *mut c_void) {
     if ptr.is_null() {
@@ -279,8 +372,9 @@ unsafe fn release(ptr: *mut c_void) {
     }
     if large::contains(ptr as *const u8) {
         let now = report::now_ns();
-        large::free(ptr as *mut u8, now, |extent, allocated| {
-            report::push_free(extent, allocated, now)
+        large::free(ptr as *mut u8, now, |extent, freed| {
+            report::push_free(extent, freed.event, now);
+            budget::refund(freed.kept);
         });
     } else if owned_by_mimalloc(ptr) {
         // SAFETY: mimalloc owns it.
@@ -418,7 +512,7 @@ unsafe fn move_tracked(ptr: *mut c_void, old: usize, size: usize) -> *mut c_void
     let mut extent = large::Extent { addr: 0, len: 0 };
     // No report of its own: the move below tells of it.
     let mut allocate = |bytes| {
-        large::alloc(bytes, PAGE_SIZE, nodes, site, now, |e| {
+        large::alloc(bytes, PAGE_SIZE, nodes, site, 0, now, |e| {
             extent = e;
             0
         })
@@ -445,8 +539,11 @@ unsafe fn move_tracked(ptr: *mut c_void, old: usize, size: usize) -> *mut c_void
     // SAFETY: both are live objects of at least the bytes copied, and distinct.
     unsafe { core::ptr::copy_nonoverlapping(ptr as *const u8, p, size.min(old)) };
     // Reported under the old object's lock, before its pages can be reused (as a free is).
-    large::free(ptr as *mut u8, now, |from, _| {
-        report::push(EventKind::Moved, 0, extent, now, from.addr as u64)
+    // The copy is not charged to its site's budget (it stays in the old one's tier), and the
+    // old one's charge comes back.
+    large::free(ptr as *mut u8, now, |from, freed| {
+        report::push(EventKind::Moved, 0, extent, now, from.addr as u64);
+        budget::refund(freed.kept);
     });
     large::purge_if_due(now);
     p as *mut c_void

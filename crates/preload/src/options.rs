@@ -10,6 +10,8 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 /// Longest socket path a `sockaddr_un` holds (including the terminating NUL).
 pub const SOCKET_PATH_MAX: usize = 108;
+/// Longest placement file path kept (including the terminating NUL).
+pub const PLACEMENT_PATH_MAX: usize = 1024;
 
 #[derive(Clone, Copy)]
 pub struct Options {
@@ -34,6 +36,14 @@ pub struct Options {
     pub socket_path: [u8; SOCKET_PATH_MAX],
     /// `XDG_RUNTIME_DIR`, NUL-terminated; used for the per-user default socket.
     pub runtime_dir: [u8; SOCKET_PATH_MAX],
+    /// The profile session this process belongs to (`OBJTIER_PROFILE`, set by `objtier
+    /// profile`); 0 for none.
+    pub profile_token: u64,
+    /// The placement file to hand the daemon (`OBJTIER_PLACEMENT`, set by `objtier run
+    /// --placement`), NUL-terminated; empty for none.
+    pub placement_path: [u8; PLACEMENT_PATH_MAX],
+    /// Ask the daemon never to move this process's pages (`OBJTIER_NO_MIGRATE=1`).
+    pub no_migrate: bool,
 }
 
 impl Options {
@@ -48,7 +58,15 @@ impl Options {
         debug: false,
         socket_path: [0; SOCKET_PATH_MAX],
         runtime_dir: [0; SOCKET_PATH_MAX],
+        profile_token: 0,
+        placement_path: [0; PLACEMENT_PATH_MAX],
+        no_migrate: false,
     };
+
+    /// Whether a placement file was given.
+    pub fn has_placement(&self) -> bool {
+        self.placement_path[0] != 0
+    }
 
     /// Whether an object of `size` bytes is tracked: it gets pages of its own and is reported.
     /// A size just above a page multiple (sqlite's 4.2 KiB page-cache entries) would leave most
@@ -157,12 +175,26 @@ fn apply(options: &mut Options, entry: &[u8]) {
         b"OBJTIER_DEBUG" => options.debug = matches!(value, b"1" | b"yes" | b"true" | b"on"),
         b"OBJTIER_SOCKET" => copy_path(&mut options.socket_path, value),
         b"XDG_RUNTIME_DIR" => copy_path(&mut options.runtime_dir, value),
+        b"OBJTIER_PROFILE" => {
+            if let Some(v) =
+                parse_size(value).filter(|&v| value.iter().all(u8::is_ascii_digit) && v > 0)
+            {
+                options.profile_token = v;
+            }
+        }
+        // Relative paths would name another file once the program changes directory.
+        b"OBJTIER_PLACEMENT" if value.first() == Some(&b'/') => {
+            copy_path(&mut options.placement_path, value)
+        }
+        b"OBJTIER_NO_MIGRATE" => {
+            options.no_migrate = matches!(value, b"1" | b"yes" | b"true" | b"on")
+        }
         _ => {}
     }
 }
 
-fn copy_path(dst: &mut [u8; SOCKET_PATH_MAX], value: &[u8]) {
-    if value.is_empty() || value.len() >= SOCKET_PATH_MAX {
+fn copy_path<const N: usize>(dst: &mut [u8; N], value: &[u8]) {
+    if value.is_empty() || value.len() >= N {
         return;
     }
     dst[..value.len()].copy_from_slice(value);
@@ -233,6 +265,18 @@ mod tests {
         apply(&mut o, b"OBJTIER_ATTACH=0");
         assert!(!o.attach);
         apply(&mut o, b"garbage");
+        apply(&mut o, b"OBJTIER_PROFILE=18446744073709551615");
+        assert_eq!(o.profile_token, u64::MAX);
+        apply(&mut o, b"OBJTIER_PROFILE=12K");
+        assert_eq!(o.profile_token, u64::MAX, "a token is digits only");
+        assert!(!o.has_placement());
+        apply(&mut o, b"OBJTIER_PLACEMENT=relative.json");
+        assert!(!o.has_placement(), "only absolute paths");
+        apply(&mut o, b"OBJTIER_PLACEMENT=/tmp/app.placement.json");
+        assert!(o.has_placement());
+        assert_eq!(&o.placement_path[..24], b"/tmp/app.placement.json\0");
+        apply(&mut o, b"OBJTIER_NO_MIGRATE=1");
+        assert!(o.no_migrate);
     }
 
     #[test]

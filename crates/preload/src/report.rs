@@ -19,7 +19,8 @@
 use crate::{large, log, options, site};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use objtier_wire::{
-    event_flags, shared_bytes, Control, Event, EventKind, Hello, RingHeader, PAGE_SIZE,
+    control_flags, event_flags, hello_flags, shared_bytes, Control, Event, EventKind, Hello,
+    RingHeader, PAGE_SIZE,
 };
 
 static RING: AtomicPtr<RingHeader> = AtomicPtr::new(core::ptr::null_mut());
@@ -140,7 +141,12 @@ pub fn push_alloc(extent: large::Extent, time_ns: u64, site: u64, flags: u32) ->
 #[inline]
 pub fn push_free(extent: large::Extent, allocated: u64, time_ns: u64) {
     let Some(ring) = ring() else { return };
-    if allocated == UNREPORTED || (allocated != 0 && ring.cancel(allocated - 1)) {
+    if allocated == UNREPORTED {
+        return;
+    }
+    // A profiled process reports every free: its profile wants every object's lifetime.
+    let profiled = ring.control().has_flag(control_flags::PROFILING);
+    if allocated != 0 && !profiled && ring.cancel(allocated - 1) {
         return;
     }
     let (addr, len) = (extent.addr as u64, extent.len as u64);
@@ -328,6 +334,15 @@ fn report_new_arenas(ring: &RingHeader) {
         if hi > lo && !publish(ring, &event(EventKind::BlockMap, 0, lo, hi - lo, now, 0)) {
             break;
         }
+        // A placement may put small objects in a tier: the arena's pages not touched yet
+        // fault in there (those already resident stay where they are).
+        if let Some(nodes) = ring
+            .control()
+            .small_objects_tier()
+            .and_then(|tier| ring.control().tier_nodes(tier))
+        {
+            large::bind_preferred(start as usize, size, nodes);
+        }
         reported += 1;
     }
     ARENAS_REPORTED.store(reported, Ordering::Relaxed);
@@ -488,6 +503,26 @@ fn attach() -> Result<(), &'static str> {
         }
         let pid = libc::getpid() as u32;
         let ring = RingHeader::init(mem as *mut u8, capacity, pid);
+        // The placement file, opened here with the program's own rights: the daemon reads
+        // what the program may read, and nothing else.
+        let placement = if opts.has_placement() {
+            libc::open(
+                opts.placement_path.as_ptr() as *const libc::c_char,
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            )
+        } else {
+            -1
+        };
+        if opts.has_placement() && placement < 0 {
+            log!("cannot open the placement file (OBJTIER_PLACEMENT): running without it");
+        }
+        let mut flags = 0;
+        if opts.no_migrate {
+            flags |= hello_flags::NO_MIGRATE;
+        }
+        if placement >= 0 {
+            flags |= hello_flags::PLACEMENT;
+        }
         let hello = Hello {
             magic: objtier_wire::RING_MAGIC,
             version: objtier_wire::WIRE_VERSION,
@@ -497,15 +532,28 @@ fn attach() -> Result<(), &'static str> {
             fast_capacity_bytes: opts.fast_capacity_bytes,
             shared_bytes: bytes as u64,
             track_min_bytes: opts.track_min_bytes as u64,
-            _reserved: [0; 2],
+            profile_token: opts.profile_token,
+            flags,
         };
-        let sent = send_with_fd(fd, hello.as_bytes(), memfd);
+        let fds = [memfd, placement];
+        let sent = send_with_fds(
+            fd,
+            hello.as_bytes(),
+            &fds[..if placement >= 0 { 2 } else { 1 }],
+        );
         libc::close(memfd);
+        if placement >= 0 {
+            libc::close(placement);
+        }
         if !sent {
             libc::munmap(mem, bytes);
             libc::close(fd);
             return Err("could not send the hello to the daemon");
         }
+        if placement >= 0 {
+            await_placement(ring.control());
+        }
+        crate::budget::reset();
         // The socket stays open for the life of the process: keep it out of the low numbers a
         // program closes, reopens (fds 0-2) or counts, like other long-lived library fds.
         let fd = move_fd_high(fd);
@@ -539,6 +587,29 @@ fn attach() -> Result<(), &'static str> {
     }
     log!("attached to the daemon");
     Ok(())
+}
+
+/// How long an attach with a placement waits for the daemon to apply it.
+const PLACEMENT_WAIT_NS: u64 = 1_000_000_000;
+
+/// Waits (at most [`PLACEMENT_WAIT_NS`]) until the daemon has published the tiers, which it does
+/// after writing the placement into the control area: the objects allocated next, the
+/// program's first, are born in their tier. A daemon busy with a long migration step answers
+/// later; the program then goes on, and the placement applies from when it does.
+fn await_placement(control: &Control) {
+    let start = now_ns();
+    while control.tier_count.load(Ordering::Acquire) == 0 {
+        if now_ns().saturating_sub(start) > PLACEMENT_WAIT_NS {
+            log!("the daemon has not applied the placement within a second: going on without it for now");
+            return;
+        }
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 1_000_000,
+        };
+        // SAFETY: nanosleep with a valid timespec and no remainder.
+        unsafe { libc::nanosleep(&pause, core::ptr::null_mut()) };
+    }
 }
 
 /// Lowest descriptor number the daemon socket moves to (when the fd limit allows).
@@ -652,16 +723,19 @@ fn connect_path(path: &[u8; options::SOCKET_PATH_MAX]) -> Result<i32, &'static s
     }
 }
 
-/// Sends `bytes` with `fd_to_send` attached as SCM_RIGHTS, without blocking or raising SIGPIPE.
+/// Sends `bytes` with `fds` (one or two) attached as SCM_RIGHTS, without blocking or raising
+/// SIGPIPE.
 ///
 /// # Safety
-/// `socket` and `fd_to_send` must be open file descriptors.
-unsafe fn send_with_fd(socket: i32, bytes: &[u8], fd_to_send: i32) -> bool {
+/// `socket` and every one of `fds` must be open file descriptors.
+unsafe fn send_with_fds(socket: i32, bytes: &[u8], fds: &[i32]) -> bool {
     // A u64 array keeps the control buffer aligned for cmsghdr.
     let mut control = [0u64; 4];
-    // SAFETY: the msghdr points at live stack buffers sized by CMSG_SPACE for one int.
+    let fds = &fds[..fds.len().min(2)];
+    let fds_bytes = core::mem::size_of_val(fds) as u32;
+    // SAFETY: the msghdr points at live stack buffers sized by CMSG_SPACE for the fds.
     unsafe {
-        let space = libc::CMSG_SPACE(core::mem::size_of::<i32>() as u32) as usize;
+        let space = libc::CMSG_SPACE(fds_bytes) as usize;
         debug_assert!(space <= core::mem::size_of_val(&control));
         let mut iov = libc::iovec {
             iov_base: bytes.as_ptr() as *mut libc::c_void,
@@ -675,8 +749,10 @@ unsafe fn send_with_fd(socket: i32, bytes: &[u8], fd_to_send: i32) -> bool {
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(core::mem::size_of::<i32>() as u32) as usize;
-        core::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut i32, fd_to_send);
+        (*cmsg).cmsg_len = libc::CMSG_LEN(fds_bytes) as usize;
+        for (i, &fd) in fds.iter().enumerate() {
+            core::ptr::write_unaligned((libc::CMSG_DATA(cmsg) as *mut i32).add(i), fd);
+        }
         let sent = libc::sendmsg(socket, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL);
         sent == bytes.len() as isize
     }

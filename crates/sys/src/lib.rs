@@ -6,6 +6,7 @@
 //!   planners and daemons can be tested on any laptop, and `--dry-run` comes for free.
 //! - [`damon`]: the DAMON sysfs interface behind a file layer with a dry-run mode.
 //! - [`maps`]: `/proc/PID/maps`, to name code addresses as `module+offset`.
+//! - [`elf`]: a module file's build-id, and where a file offset is mapped.
 //! - [`procrefs`]: page references through `/proc` (`clear_refs`, `smaps`, `pagemap`) and idle
 //!   page tracking, with a recording fake, for the access source of kernels without DAMON.
 //! - [`perf`]: hardware counters (LLC misses, instructions) through `perf_event_open(2)`.
@@ -15,6 +16,7 @@
 //! Policy lives elsewhere (`objtier-policy`); nothing here decides anything.
 
 pub mod damon;
+pub mod elf;
 pub mod maps;
 pub mod pagemap;
 pub mod pages;

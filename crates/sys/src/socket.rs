@@ -42,6 +42,17 @@ pub fn peer_cred(socket: &impl AsRawFd) -> io::Result<PeerCred> {
 /// Receives up to `buf.len()` bytes and at most one fd passed with `SCM_RIGHTS`.
 /// Extra fds (a misbehaving peer) are closed, never leaked.
 pub fn recv_with_fd(socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    let (n, mut fds) = recv_with_fds(socket, buf, 1)?;
+    Ok((n, fds.pop()))
+}
+
+/// Receives up to `buf.len()` bytes and at most `max_fds` fds passed with `SCM_RIGHTS`, in the
+/// order sent. Extra fds (a misbehaving peer) are closed, never leaked.
+pub fn recv_with_fds(
+    socket: &impl AsRawFd,
+    buf: &mut [u8],
+    max_fds: usize,
+) -> io::Result<(usize, Vec<OwnedFd>)> {
     let mut control = [0u64; 8];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr() as *mut libc::c_void,
@@ -59,7 +70,7 @@ pub fn recv_with_fd(socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<(usize,
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut received = None;
+    let mut received = Vec::new();
     // SAFETY: walking the control messages the kernel just wrote, with libc's CMSG macros.
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
@@ -70,8 +81,8 @@ pub fn recv_with_fd(socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<(usize,
                     / std::mem::size_of::<i32>();
                 for i in 0..count {
                     let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
-                    if received.is_none() {
-                        received = Some(fd);
+                    if received.len() < max_fds {
+                        received.push(fd);
                     } // else: dropped, i.e. closed
                 }
             }

@@ -87,6 +87,9 @@ pub enum EventKind {
     /// is gone. The daemon carries the object's history over, so a grown array keeps its rank
     /// instead of starting cold as a new object would.
     Moved = 10,
+    /// The program entered phase `addr` (`objtier_phase`): with per-phase guidance the daemon
+    /// moves each arena to its tier for that phase.
+    Phase = 11,
 }
 
 impl EventKind {
@@ -103,6 +106,7 @@ impl EventKind {
             8 => Some(Self::ResyncBegin),
             9 => Some(Self::ResyncEnd),
             10 => Some(Self::Moved),
+            11 => Some(Self::Phase),
             _ => None,
         }
     }
@@ -325,6 +329,18 @@ pub struct SiteSlot {
 
 /// In [`SiteSlot::advice`]: the site's objects die young (see [`SiteAdvice::short_lived`]).
 pub const SHORT_LIVED_BIT: u64 = 1 << 32;
+/// In [`SiteSlot::advice`]: the site's budget in its tier, in pages, in the bits from here up
+/// (31 bits: 8 TiB); 0 for no budget.
+const BUDGET_SHIFT: u32 = 33;
+/// The largest budget the site table holds, in pages.
+pub const MAX_BUDGET_PAGES: u64 = (1 << (64 - BUDGET_SHIFT)) - 1;
+
+/// Bits of [`Control::flags`].
+pub mod control_flags {
+    /// The process is profiled: report every free, never taking an allocation back, so that
+    /// every object's lifetime is known (`RingHeader::cancel` is not used).
+    pub const PROFILING: u32 = 1 << 0;
+}
 
 /// What the daemon advises about the new objects of a site.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -337,6 +353,10 @@ pub struct SiteAdvice {
     /// each its own pages, but reports only one in [`SHORT_LIVED_SAMPLE`] of them (with
     /// [`event_flags::SAMPLED`]), and neither the allocation nor the free of the others.
     pub short_lived: bool,
+    /// How many pages of the site's live objects `tier` may hold at once (a placement's
+    /// budget); beyond them new objects, and the tail of the object that crosses the budget,
+    /// start one tier down. 0: no budget.
+    pub budget_pages: u64,
 }
 
 impl SiteAdvice {
@@ -345,11 +365,14 @@ impl SiteAdvice {
         SiteAdvice {
             tier: (t != 0 && t <= MAX_TIERS as u64).then(|| t as u32 - 1),
             short_lived: raw & SHORT_LIVED_BIT != 0,
+            budget_pages: raw >> BUDGET_SHIFT,
         }
     }
 
     fn to_raw(self) -> u64 {
-        self.tier.map_or(0, |t| t as u64 + 1) | if self.short_lived { SHORT_LIVED_BIT } else { 0 }
+        self.tier.map_or(0, |t| t as u64 + 1)
+            | if self.short_lived { SHORT_LIVED_BIT } else { 0 }
+            | self.budget_pages.min(MAX_BUDGET_PAGES) << BUDGET_SHIFT
     }
 }
 
@@ -362,12 +385,20 @@ pub struct Control {
     pub resync_request: AtomicU32,
     /// The last `resync_request` the library served (written by the library).
     pub resync_served: AtomicU32,
-    /// Number of valid entries in `tier_nodes`; 0 until the daemon has written them.
+    /// Number of valid entries in `tier_nodes`; 0 until the daemon has written them. Written
+    /// last at attach, after the site table and everything below: a library that sees the tiers
+    /// sees the placement too.
     pub tier_count: AtomicU32,
-    _reserved0: u32,
+    /// Where objects of sites the site table does not place start: a tier plus one, or 0 for
+    /// wherever first touch puts them (a placement's fallback tier).
+    pub default_tier: AtomicU32,
     /// NUMA nodes of each tier, fastest first, as a bit mask of node ids below 64.
     pub tier_nodes: [AtomicU64; MAX_TIERS],
-    _pad0: [u8; 176],
+    /// The tier the small-object allocator's memory is bound to, plus one (0: none).
+    pub small_objects_tier: AtomicU32,
+    /// [`control_flags`].
+    pub flags: AtomicU32,
+    _pad0: [u8; 168],
     /// Site id -> starting tier.
     pub sites: [SiteSlot; SITE_TABLE_SLOTS],
 }
@@ -409,11 +440,54 @@ impl Control {
         self.site_advice(site).tier
     }
 
-    /// Sets (or with `None` clears) the starting tier of `site`, keeping the rest of its advice.
-    /// Only one writer (the daemon) may call this. Returns false when the table has no room for
-    /// a new site.
+    /// Sets (or with `None` clears) the starting tier of `site`, keeping whether it is
+    /// short-lived; any budget is cleared. Only one writer (the daemon) may call this. Returns
+    /// false when the table has no room for a new site.
     pub fn set_site_tier(&self, site: u64, tier: Option<u32>) -> bool {
-        self.update_site_advice(site, |advice| SiteAdvice { tier, ..advice })
+        self.set_site_placement(site, tier, 0)
+    }
+
+    /// Sets the starting tier of `site` and its budget there in pages (0: none; see
+    /// [`SiteAdvice::budget_pages`]), keeping whether it is short-lived. Only one writer (the
+    /// daemon) may call this. Returns false when the table has no room for a new site.
+    pub fn set_site_placement(&self, site: u64, tier: Option<u32>, budget_pages: u64) -> bool {
+        let budget_pages = if tier.is_some() { budget_pages } else { 0 };
+        self.update_site_advice(site, |advice| SiteAdvice {
+            tier,
+            budget_pages,
+            ..advice
+        })
+    }
+
+    /// The index of `site`'s slot in the table, if it has one: stable for as long as the
+    /// control area lives (slots are never reused), so the library keys its per-site counters
+    /// by it.
+    pub fn site_slot(&self, site: u64) -> Option<usize> {
+        if site == 0 {
+            return None;
+        }
+        (0..SITE_TABLE_MAX_PROBES)
+            .map(|probe| site_slot_index(site, probe))
+            .take_while(|&i| self.sites[i].site.load(Ordering::Acquire) != 0)
+            .find(|&i| self.sites[i].site.load(Ordering::Acquire) == site)
+    }
+
+    /// The fallback tier of unplaced sites, if the daemon set one.
+    #[inline]
+    pub fn default_tier(&self) -> Option<u32> {
+        tier_plus_one(self.default_tier.load(Ordering::Acquire))
+    }
+
+    /// The tier small-object memory is bound to, if the daemon set one.
+    #[inline]
+    pub fn small_objects_tier(&self) -> Option<u32> {
+        tier_plus_one(self.small_objects_tier.load(Ordering::Acquire))
+    }
+
+    /// Whether a [`control_flags`] bit is set.
+    #[inline]
+    pub fn has_flag(&self, flag: u32) -> bool {
+        self.flags.load(Ordering::Relaxed) & flag != 0
     }
 
     /// Marks (or unmarks) `site` short-lived ([`SiteAdvice::short_lived`]), keeping its tier.
@@ -484,6 +558,11 @@ impl Control {
         }
         self.tier_count.store(count as u32, Ordering::Release);
     }
+}
+
+/// A stored tier plus one (0 and out-of-range values: none).
+fn tier_plus_one(raw: u32) -> Option<u32> {
+    (raw != 0 && raw as usize <= MAX_TIERS).then(|| raw - 1)
 }
 
 // SAFETY: all fields are atomics.
@@ -716,7 +795,23 @@ pub struct Hello {
     pub shared_bytes: u64,
     /// Objects at least this large are tracked (`OBJTIER_TRACK_MIN`).
     pub track_min_bytes: u64,
-    pub _reserved: [u64; 2],
+    /// The profile session this process belongs to (`OBJTIER_PROFILE`, from `objtier
+    /// profile`); 0 for none.
+    pub profile_token: u64,
+    /// [`hello_flags`].
+    pub flags: u64,
+}
+
+/// Bits of [`Hello::flags`].
+pub mod hello_flags {
+    /// The daemon must never move this process's pages (`objtier run --no-migrate`, `objtier
+    /// profile --observe-only`): it places new objects only, as the process's placement says.
+    pub const NO_MIGRATE: u64 = 1 << 0;
+    /// A second descriptor follows the ring's in the hello's `SCM_RIGHTS`: the placement file
+    /// (`OBJTIER_PLACEMENT`), opened by the process, which the daemon reads and applies.
+    pub const PLACEMENT: u64 = 1 << 1;
+    /// Every flag this build knows; a hello with others is refused.
+    pub const ALL: u64 = NO_MIGRATE | PLACEMENT;
 }
 
 impl Hello {
@@ -1011,7 +1106,8 @@ mod tests {
             c.site_advice(9),
             SiteAdvice {
                 tier: None,
-                short_lived: true
+                short_lived: true,
+                budget_pages: 0
             }
         );
         assert!(c.set_site_tier(9, Some(2)));
@@ -1019,7 +1115,8 @@ mod tests {
             c.site_advice(9),
             SiteAdvice {
                 tier: Some(2),
-                short_lived: true
+                short_lived: true,
+                budget_pages: 0
             },
             "placing keeps the mark"
         );
@@ -1043,9 +1140,41 @@ mod tests {
             c.site_advice(9),
             SiteAdvice {
                 tier: None,
-                short_lived: true
+                short_lived: true,
+                budget_pages: 0
             }
         );
+    }
+
+    #[test]
+    fn a_placement_has_a_budget_and_a_slot_that_stays() {
+        let (_mem, r) = ring(8);
+        let c = r.control();
+        assert_eq!(c.site_slot(9), None);
+        assert!(c.set_site_placement(9, Some(0), 1234));
+        let slot = c.site_slot(9).unwrap();
+        assert_eq!(c.site_advice(9).budget_pages, 1234);
+        assert!(c.set_site_short_lived(9, true));
+        assert_eq!(
+            c.site_advice(9).budget_pages,
+            1234,
+            "marking keeps the budget"
+        );
+        assert!(c.set_site_placement(9, Some(1), MAX_BUDGET_PAGES + 5));
+        assert_eq!(c.site_advice(9).budget_pages, MAX_BUDGET_PAGES, "clamped");
+        assert!(c.set_site_tier(9, None));
+        assert_eq!(c.site_advice(9).budget_pages, 0, "no tier, no budget");
+        assert_eq!(c.site_slot(9), Some(slot), "a slot is never given up");
+        assert_eq!(c.site_advice(9).tier, None);
+        assert!(c.site_advice(9).short_lived);
+        assert_eq!(c.default_tier(), None);
+        c.default_tier.store(2, Ordering::Release);
+        assert_eq!(c.default_tier(), Some(1));
+        c.default_tier.store(99, Ordering::Release);
+        assert_eq!(c.default_tier(), None, "out of range: none");
+        assert!(!c.has_flag(control_flags::PROFILING));
+        c.flags.store(control_flags::PROFILING, Ordering::Relaxed);
+        assert!(c.has_flag(control_flags::PROFILING));
     }
 
     #[test]
