@@ -5,6 +5,11 @@
 //!
 //! - **Objects come from the C `malloc`**, called directly, so under `LD_PRELOAD=libobjtier.so`
 //!   they are objtier's objects, exactly as a real application's would be.
+//! - **Hot and cold objects can come from different allocation sites** (`--sites distinct`): the
+//!   cold ones through one `#[inline(never)]` function, the hot ones through another, so that a
+//!   per-site profile (a site is malloc's call path) can tell them apart, as it can in a real
+//!   program whose hot data has its own allocation site. By default (`shared`) one loop
+//!   allocates them all, and no site says which objects will be hot.
 //! - **Hot objects are allocated and touched last.** First-touch placement fills the fast node in
 //!   allocation order, so on a machine whose fast node is small the cold objects take it and the
 //!   hot ones start in the slow tier: the worst start, which a tiering system has to fix.
@@ -61,6 +66,26 @@ impl FirstTouch {
         match self {
             FirstTouch::Default => "default",
             FirstTouch::Slow => "slow",
+        }
+    }
+}
+
+/// The call paths to `malloc` the objects are allocated through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sites {
+    /// One call site for every object.
+    Shared,
+    /// The cold objects through `allocate_cold_object`, the hot ones through
+    /// `allocate_hot_object`.
+    Distinct,
+}
+
+impl Sites {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sites::Shared => "shared",
+            Sites::Distinct => "distinct",
         }
     }
 }
@@ -176,6 +201,8 @@ pub struct Config {
     pub hot_objects: usize,
     pub seconds: f64,
     pub first_touch: FirstTouch,
+    /// Whether hot and cold objects share one allocation site.
+    pub sites: Sites,
     pub seed: u64,
     pub threads: usize,
     /// Move the hot set once, mid-run (None: the last K objects stay hot throughout).
@@ -226,6 +253,8 @@ pub enum Event {
         fast_nodes: Vec<u32>,
         slow_node: u32,
         first_touch: FirstTouch,
+        /// `shared` or `distinct` (`--sites`).
+        sites: Sites,
         threads: usize,
         seed: u64,
         setup_seconds: f64,
@@ -319,6 +348,7 @@ pub fn run(
         fast_nodes: topology.fast_nodes.clone(),
         slow_node: topology.slow_node,
         first_touch: config.first_touch,
+        sites: config.sites,
         threads: config.threads,
         seed: config.seed,
         setup_seconds,
@@ -537,9 +567,14 @@ fn allocate_and_touch(config: &Config) -> Result<Objects> {
         addrs: Vec::with_capacity(config.objects),
         size_bytes: config.object_size_bytes,
     };
+    let first_hot = initial_hot_objects(config.objects, config.hot_objects).start;
     for index in 0..config.objects {
-        // SAFETY: malloc has no preconditions; the result is checked for NULL below.
-        let addr = unsafe { libc::malloc(config.object_size_bytes) } as usize;
+        let addr = match config.sites {
+            // SAFETY: malloc has no preconditions; the result is checked for NULL below.
+            Sites::Shared => unsafe { libc::malloc(config.object_size_bytes) as usize },
+            Sites::Distinct if index < first_hot => allocate_cold_object(config.object_size_bytes),
+            Sites::Distinct => allocate_hot_object(config.object_size_bytes),
+        };
         if addr == 0 {
             bail!(
                 "malloc({}) returned NULL for object {index} of {}: out of memory; \
@@ -561,6 +596,36 @@ fn allocate_and_touch(config: &Config) -> Result<Objects> {
         unsafe { std::ptr::write_bytes(start as *mut u8, 0xa5, objects.size_bytes) };
     }
     Ok(objects)
+}
+
+/// Objects allocated by [`allocate_cold_object`] and [`allocate_hot_object`] so far (NULLs
+/// included). Their one use is to be a side effect that differs between the two functions.
+static COLD_OBJECTS_ALLOCATED: AtomicU64 = AtomicU64::new(0);
+static HOT_OBJECTS_ALLOCATED: AtomicU64 = AtomicU64::new(0);
+
+// The cold and the hot allocation site of `--sites distinct`: what matters is that malloc
+// returns into a different function for each, so that an unwinder walking from malloc sees two
+// call paths. Hence `inline(never)`; `black_box` on the result, so the call to malloc is not a
+// tail call (a `jmp malloc` would leave the caller's return address, the same for both); and a
+// counter of its own in each, after the call, so that the two bodies differ and LLVM's
+// function merging cannot fold one into the other.
+
+/// Allocates one cold object with `libc::malloc` (0 for NULL).
+#[inline(never)]
+fn allocate_cold_object(size_bytes: usize) -> usize {
+    // SAFETY: malloc has no preconditions; the caller checks the result for NULL.
+    let addr = std::hint::black_box(unsafe { libc::malloc(size_bytes) }) as usize;
+    COLD_OBJECTS_ALLOCATED.fetch_add(1, Ordering::Relaxed);
+    addr
+}
+
+/// Allocates one hot object with `libc::malloc` (0 for NULL).
+#[inline(never)]
+fn allocate_hot_object(size_bytes: usize) -> usize {
+    // SAFETY: malloc has no preconditions; the caller checks the result for NULL.
+    let addr = std::hint::black_box(unsafe { libc::malloc(size_bytes) }) as usize;
+    HOT_OBJECTS_ALLOCATED.fetch_add(1, Ordering::Relaxed);
+    addr
 }
 
 /// The pages a set of objects span, in object order, with each object's slot in that list.
@@ -734,6 +799,42 @@ mod tests {
         // Four or five pages per object, however malloc aligned it.
         let pages = stream.page_map(4096).pages.len();
         assert!((8..=10).contains(&pages), "{pages}");
+    }
+
+    #[test]
+    fn distinct_sites_allocate_the_cold_objects_then_the_hot_ones_through_their_own_functions() {
+        let config = |sites| Config {
+            objects: 5,
+            object_size_bytes: 4096 + 8,
+            hot_objects: 2,
+            seconds: 1.0,
+            first_touch: FirstTouch::Default,
+            sites,
+            seed: 1,
+            threads: 1,
+            phase: None,
+            oracle_window: false,
+            stream: None,
+        };
+        // The only test that allocates through the two functions, so the counts are exact.
+        let counts = || {
+            (
+                COLD_OBJECTS_ALLOCATED.load(Ordering::Relaxed),
+                HOT_OBJECTS_ALLOCATED.load(Ordering::Relaxed),
+            )
+        };
+        let before = counts();
+        let shared = allocate_and_touch(&config(Sites::Shared)).unwrap();
+        assert_eq!(shared.addrs.len(), 5);
+        assert_eq!(counts(), before);
+        let distinct = allocate_and_touch(&config(Sites::Distinct)).unwrap();
+        assert_eq!(distinct.addrs.len(), 5);
+        assert_eq!(counts(), (before.0 + 3, before.1 + 2));
+        for &addr in &distinct.addrs {
+            // SAFETY: each object is live and was written whole.
+            let last = unsafe { *((addr + 4096 + 7) as *const u8) };
+            assert_eq!(last, 0xa5);
+        }
     }
 
     #[test]

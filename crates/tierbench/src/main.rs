@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{error::ErrorKind, Args, CommandFactory, Parser, Subcommand};
 
-use hotcold::{Event, FirstTouch, Phase, PhaseHot, Stream};
+use hotcold::{Event, FirstTouch, Phase, PhaseHot, Sites, Stream};
 
 #[derive(Parser)]
 #[command(
@@ -59,6 +59,13 @@ struct HotColdArgs {
     /// allocating.
     #[arg(long, value_enum, default_value_t = FirstTouch::Default)]
     first_touch: FirstTouch,
+    /// Allocation sites (malloc's call paths): `shared`, one for every object; `distinct`, the
+    /// cold objects (all but the last --hot) through one function and the hot ones through
+    /// another, so that a per-site profile can tell hot from cold. The hot objects are still
+    /// allocated and touched last. With --phase-after, the hot set after the change comes from
+    /// the cold site. `distinct` needs at least one cold object.
+    #[arg(long, value_enum, default_value_t = Sites::Shared)]
+    sites: Sites,
     /// Seed for the access pattern (each thread derives its own stream from it).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -95,6 +102,13 @@ impl HotColdArgs {
         if self.hot > self.objects {
             return Err(format!(
                 "--hot {} is more than --objects {}",
+                self.hot, self.objects
+            ));
+        }
+        if self.sites == Sites::Distinct && self.hot == self.objects {
+            return Err(format!(
+                "--sites distinct needs a cold object to allocate from the cold site: --hot {} \
+                 is all of --objects {}",
                 self.hot, self.objects
             ));
         }
@@ -212,6 +226,7 @@ fn run(args: &HotColdArgs) -> Result<()> {
         hot_objects: args.hot,
         seconds: args.seconds,
         first_touch: args.first_touch,
+        sites: args.sites,
         seed: args.seed,
         threads: args.threads,
         phase: args.phase(),
@@ -263,6 +278,7 @@ fn describe(event: &Event, hot_bytes: usize, all_bytes: usize) -> String {
             fast_nodes,
             slow_node,
             first_touch,
+            sites,
             threads,
             seed,
             setup_seconds,
@@ -276,7 +292,10 @@ fn describe(event: &Event, hot_bytes: usize, all_bytes: usize) -> String {
             let mut parts = vec![
                 format!("setup: {objects} objects x {size_bytes} bytes, last {hot} hot"),
                 format!("fast nodes {fast_nodes:?}, slow node {slow_node}"),
-                format!("first touch {first_touch}, {threads} thread(s), seed {seed}"),
+                format!(
+                    "first touch {first_touch}, sites {}, {threads} thread(s), seed {seed}",
+                    sites.as_str()
+                ),
                 format!("took {setup_seconds:.3} s"),
                 format!("on fast nodes: hot {hot_fast_bytes} of {hot_bytes} bytes"),
                 format!("all {all_fast_bytes} of {all_bytes} bytes"),
@@ -430,6 +449,43 @@ mod tests {
         assert_eq!(args.validate(), Ok(()));
         // --phase-hot alone would silently do nothing: refused.
         assert!(hotcold_args(&["--phase-hot", "first"]).is_err());
+    }
+
+    #[test]
+    fn sites_parse_and_validate() {
+        let args = hotcold_args(&[]).unwrap();
+        assert_eq!(args.sites, Sites::Shared);
+        let args = hotcold_args(&["--sites", "shared"]).unwrap();
+        assert_eq!(args.sites, Sites::Shared);
+        let args = hotcold_args(&["--sites", "distinct"]).unwrap();
+        assert_eq!(args.sites, Sites::Distinct);
+        assert_eq!(args.validate(), Ok(()));
+        for bad in ["", "Distinct", "separate", "2"] {
+            assert!(
+                hotcold_args(&["--sites", bad]).is_err(),
+                "--sites {bad:?} should be rejected"
+            );
+        }
+        // All objects hot: nothing would come from the cold site. Shared does not care.
+        let mut all_hot = hotcold_args(&["--sites", "distinct"]).unwrap();
+        all_hot.hot = all_hot.objects;
+        assert!(all_hot.validate().unwrap_err().contains("--sites distinct"));
+        all_hot.sites = Sites::Shared;
+        assert_eq!(all_hot.validate(), Ok(()));
+        // One cold object is enough; a phase change works as with shared sites.
+        let mut one_cold = hotcold_args(&["--sites", "distinct"]).unwrap();
+        one_cold.hot = one_cold.objects - 1;
+        assert_eq!(one_cold.validate(), Ok(()));
+        let phased = hotcold_args(&[
+            "--sites",
+            "distinct",
+            "--phase-after",
+            "5",
+            "--phase-hot",
+            "first",
+        ])
+        .unwrap();
+        assert_eq!(phased.validate(), Ok(()));
     }
 
     #[test]
