@@ -388,6 +388,7 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
             let (first, last) = (run[0], run[run.len() - 1]);
             let (start, end) = (first.0, last.0 + last.1);
             regions.push(Observation {
+                latency: None,
                 pid: FIRST_PID + pi as u32,
                 start,
                 end,

@@ -1,23 +1,28 @@
 //! `objtier`: run a program under object tiering, run the daemon, or ask it what it is doing.
 //!
 //! The CLI is thin: `run` makes sure a daemon is listening and then `exec`s the program with
-//! libobjtier.so preloaded; `daemon` hands its flags to `objtier-daemon`; `status` asks a daemon
-//! over its socket.
+//! libobjtier.so preloaded (and a placement, `--placement`); `daemon` hands its flags to
+//! `objtier-daemon`; `status` asks a daemon over its socket. The offline workflow has a file
+//! each: `profile` (record a run per allocation site), `advise` (a placement from profiles),
+//! and `placement` (what `run --placement` checks before it runs).
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::{Args, Parser, Subcommand};
 use objtier_daemon::config::{default_socket_path, DaemonConfig, SourceChoice};
 use objtier_policy::{Prioritization, SitePlacement, TriggerSpec};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitCode};
+use std::time::Duration;
 
+mod advise_cmd;
 mod config_file;
 mod doctor;
+mod launch;
+mod placement;
+mod profile_cmd;
 mod program;
+mod symbolize;
 
 #[derive(Parser)]
 #[command(
@@ -42,6 +47,10 @@ enum Cmd {
     Place(PlaceArgs),
     /// Check this machine: NUMA nodes and tiers, page migration, and which access sources work.
     Doctor(DoctorArgs),
+    /// Run a program and record, per allocation site, what its objects did (or `profile merge`).
+    Profile(Box<profile_cmd::ProfileArgs>),
+    /// Advise a placement from profiles: which tier each allocation site's objects start in.
+    Advise(Box<advise_cmd::AdviseArgs>),
 }
 
 #[derive(Args)]
@@ -90,6 +99,14 @@ struct RunArgs {
     /// Do not start a daemon; attach only if one is already running.
     #[arg(long)]
     no_daemon: bool,
+    /// A placement (`objtier advise`): each listed allocation site's objects are born in its
+    /// tier (within its budget there, the rest one tier down); unlisted sites go to its
+    /// fallback tier (none: where first touch puts them).
+    #[arg(long, value_name = "FILE")]
+    placement: Option<PathBuf>,
+    /// Never move the program's pages: objects stay where they were born (static placement).
+    #[arg(long)]
+    no_migrate: bool,
     /// The program and its arguments (after `--`, or after the first non-option word).
     #[arg(required = true, trailing_var_arg = true)]
     command: Vec<String>,
@@ -327,6 +344,8 @@ fn main() -> ExitCode {
         Cmd::Status(args) => status(args),
         Cmd::Place(args) => place(args),
         Cmd::Doctor(args) => doctor::run(args.json),
+        Cmd::Profile(args) => profile_cmd::run(*args),
+        Cmd::Advise(args) => advise_cmd::run(*args),
     };
     match result {
         Ok(code) => code,
@@ -552,102 +571,9 @@ fn parse_regions(s: &str) -> Result<(u64, u64), String> {
     Ok((min, max))
 }
 
-/// Finds libobjtier.so: --lib, $OBJTIER_LIB, beside the executable, ../lib, then system dirs.
-fn find_library(explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {
-    let mut candidates = Vec::new();
-    candidates.extend(explicit);
-    candidates.extend(std::env::var_os("OBJTIER_LIB").map(PathBuf::from));
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(dir) = exe.parent() {
-            candidates.push(dir.join("libobjtier.so"));
-            candidates.push(dir.join("../lib/libobjtier.so"));
-        }
-    }
-    candidates.push("/usr/local/lib/libobjtier.so".into());
-    candidates.push("/usr/lib/libobjtier.so".into());
-    for candidate in &candidates {
-        if candidate.is_file() {
-            return candidate
-                .canonicalize()
-                .with_context(|| format!("cannot resolve {}", candidate.display()));
-        }
-    }
-    bail!(
-        "cannot find libobjtier.so (looked in {}); build it with `cargo build --release` or \
-         pass --lib PATH",
-        candidates
-            .iter()
-            .map(|c| c.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
-}
-
-fn daemon_is_listening(socket: &Path) -> bool {
-    UnixStream::connect(socket).is_ok()
-}
-
-/// Starts `objtier daemon --exit-when-idle` in the background and waits until it listens.
-fn start_daemon(socket: &Path, log: &Path) -> anyhow::Result<()> {
-    if let Some(dir) = log.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    let log_file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .with_context(|| format!("cannot open the daemon log {}", log.display()))?;
-    let exe = std::env::current_exe().context("cannot find the objtier executable")?;
-    let mut cmd = Command::new(exe);
-    cmd.arg("daemon")
-        .arg("--socket")
-        .arg(socket)
-        .arg("--exit-when-idle")
-        // `run` execs the program under its own pid: the daemon can tell when it is gone,
-        // even if it never allocated enough to attach.
-        .arg("--exit-with-pid")
-        .arg(std::process::id().to_string())
-        .env_remove("LD_PRELOAD")
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone()?)
-        .stderr(log_file);
-    // SAFETY: setsid in the child before exec: detach from the terminal's process group so a
-    // Ctrl-C aimed at the program does not take the daemon down mid-migration.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().context("cannot start the objtier daemon")?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if daemon_is_listening(socket) {
-            return Ok(());
-        }
-        if let Some(status) = child.try_wait()? {
-            if daemon_is_listening(socket) {
-                return Ok(()); // lost a race with another `objtier run`; theirs serves us
-            }
-            let tail = std::fs::read_to_string(log).unwrap_or_default();
-            let tail: Vec<&str> = tail.lines().rev().take(5).collect();
-            bail!(
-                "the daemon exited ({status}) before listening; its log ({}) ends with:\n{}",
-                log.display(),
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    bail!(
-        "the daemon did not start listening on {} within 10 s",
-        socket.display()
-    )
-}
-
 fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let socket = args.socket.unwrap_or_else(default_socket_path);
-    let lib = find_library(args.lib)?;
+    let lib = launch::find_library(args.lib)?;
     // A program the preload cannot reach still runs, as the user asked, but they hear why
     // nothing tiers it.
     if let Some(file) = program::resolve(&args.command[0], std::env::var_os("PATH").as_deref()) {
@@ -657,7 +583,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             eprintln!("objtier: warning: {}", why.warning(&file));
         }
     }
-    if !args.no_daemon && !daemon_is_listening(&socket) {
+    if !args.no_daemon && !launch::daemon_is_listening(&socket) {
         let log = args.daemon_log.unwrap_or_else(|| {
             socket
                 .parent()
@@ -665,7 +591,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 .join("daemon.log")
         });
         // The program runs either way: without a daemon it simply is not tiered.
-        match start_daemon(&socket, &log) {
+        match launch::start_daemon(&socket, &log, &[]) {
             Ok(()) => eprintln!(
                 "objtier: started a daemon on {} (log: {})",
                 socket.display(),
@@ -674,15 +600,17 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Err(e) => eprintln!("objtier: warning: running without tiering: {e:#}"),
         }
     }
-    let mut preload = lib.into_os_string();
-    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
-        preload.push(" ");
-        preload.push(existing);
-    }
+    launch::hold_daemon(&socket);
     let mut cmd = Command::new(&args.command[0]);
-    cmd.args(&args.command[1..])
-        .env("LD_PRELOAD", preload)
-        .env(objtier_wire::SOCKET_ENV, &socket);
+    cmd.args(&args.command[1..]);
+    launch::preload(&mut cmd, lib, &socket);
+    if let Some(file) = &args.placement {
+        let placement = placement::check(file, &args.command)?;
+        cmd.env("OBJTIER_PLACEMENT", placement);
+    }
+    if args.no_migrate {
+        cmd.env("OBJTIER_NO_MIGRATE", "1");
+    }
     if let Some(cap) = args.fast_capacity {
         cmd.env("OBJTIER_FAST_CAPACITY", cap.to_string());
     }
@@ -700,36 +628,6 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     ))
 }
 
-/// Sends one JSON request to the daemon's control socket and returns its answer.
-fn ask_daemon(
-    socket: Option<PathBuf>,
-    request: &serde_json::Value,
-) -> anyhow::Result<serde_json::Value> {
-    let socket = socket.unwrap_or_else(default_socket_path);
-    let stream = UnixStream::connect(&socket).map_err(|e| {
-        anyhow::anyhow!(
-            "no objtier daemon is listening on {} ({e}); start one with `objtier daemon` or \
-             `objtier run -- PROGRAM`, or point --socket/OBJTIER_SOCKET at it",
-            socket.display()
-        )
-    })?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let mut out = &stream;
-    out.write_all(&objtier_wire::CONTROL_MAGIC.to_le_bytes())?;
-    serde_json::to_writer(&mut out, request)?;
-    out.write_all(b"\n")?;
-    let mut line = String::new();
-    BufReader::new(&stream)
-        .read_line(&mut line)
-        .context("the daemon did not answer")?;
-    let reply: serde_json::Value =
-        serde_json::from_str(&line).context("the daemon's answer is not JSON")?;
-    if let Some(err) = reply.get("error").and_then(|e| e.as_str()) {
-        bail!("the daemon said: {err}");
-    }
-    Ok(reply)
-}
-
 fn place(args: PlaceArgs) -> anyhow::Result<ExitCode> {
     let request = serde_json::json!({
         "cmd": "place",
@@ -737,7 +635,7 @@ fn place(args: PlaceArgs) -> anyhow::Result<ExitCode> {
         "site": args.site,
         "tier": if args.clear { None } else { args.tier },
     });
-    let reply = ask_daemon(args.socket, &request)?;
+    let reply = launch::ask_daemon(args.socket, &request)?;
     match reply["tier"].as_u64() {
         Some(t) => println!(
             "pid {}: new objects of site {} start in tier {t}",
@@ -754,7 +652,7 @@ fn place(args: PlaceArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let reply = ask_daemon(args.socket, &serde_json::json!({"cmd": "status"}))?;
+    let reply = launch::ask_daemon(args.socket, &serde_json::json!({"cmd": "status"}))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reply)?);
     } else {

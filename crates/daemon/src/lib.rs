@@ -11,13 +11,19 @@
 //!
 //! Layout: [`config`] (what the user can set), [`process`] (per-process state fed by the ring),
 //! [`source`] (where access observations come from), [`tiering`] (the interval), [`sitestore`]
-//! (placements saved per program for its next run), [`status`] (what `objtier status` prints),
-//! and this file (sockets and the loop).
+//! (placements saved per program for its next run), [`guided`] (a placement file applied to a
+//! process, `objtier run --placement`), [`recorder`] and [`sessions`] (profiles of the
+//! processes of an `objtier profile` run; `profiling` wires them in), [`status`] (what
+//! `objtier status` prints), and this file (sockets and the loop).
 
 pub mod config;
+pub mod guided;
 pub mod pending;
 pub mod process;
+mod profiling;
+pub mod recorder;
 pub mod records;
+pub mod sessions;
 pub mod sitestore;
 pub mod source;
 pub mod status;
@@ -26,9 +32,9 @@ pub mod tiering;
 use anyhow::{bail, Context};
 use config::DaemonConfig;
 use objtier_sys::pages::{LinuxPageMover, PageMover, RecordingPageMover};
-use objtier_sys::socket::{peer_cred, recv_with_fd};
+use objtier_sys::socket::{peer_cred, recv_with_fds};
 use objtier_sys::topology::Topology;
-use objtier_wire::{Hello, CONTROL_MAGIC, HELLO_BYTES, RING_MAGIC};
+use objtier_wire::{hello_flags, Hello, CONTROL_MAGIC, HELLO_BYTES, RING_MAGIC};
 use process::{Process, RingMapping};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -83,6 +89,13 @@ pub struct Daemon {
     pub llc_counters: Option<objtier_sys::perf::LlcCounters>,
     /// Warm start's store; None when warm start is off (or has no directory).
     pub site_store: Option<sitestore::SiteStore>,
+    /// Profile sessions (`objtier profile`).
+    pub sessions: sessions::Sessions,
+    /// Placement files processes brought, parsed.
+    placement_cache: guided::PlacementCache,
+    /// Pids of commands about to run a program here (`objtier run` asks, `hold`): a daemon that
+    /// exits when idle waits for them, or it could exit between their check and their attach.
+    held_pids: Vec<u32>,
     /// Pages of all records at the last enforcement: how many of them one interval locates.
     record_pages: u64,
     /// An enforcement's largest buffers, kept for the next one.
@@ -279,6 +292,9 @@ impl Daemon {
             since_enforcement: tiering::SinceEnforcement::default(),
             llc_counters: None,
             site_store: None,
+            sessions: sessions::Sessions::default(),
+            placement_cache: guided::PlacementCache::default(),
+            held_pids: Vec::new(),
             next_process_id: 1,
             // SAFETY: geteuid has no failure mode.
             euid: unsafe { libc::geteuid() },
@@ -445,7 +461,12 @@ impl Daemon {
                 }
                 follow_at = next_interval.checked_sub(self.interval_length / 2);
             }
-            if self.processes.is_empty() {
+            // An open profile session waits for its processes, or its client's finish; a
+            // command that said it will run a program here, for it.
+            // SAFETY: kill(pid, 0) only checks for existence.
+            self.held_pids
+                .retain(|&pid| unsafe { libc::kill(pid as libc::pid_t, 0) } == 0);
+            if self.processes.is_empty() && !self.sessions.any_open() && self.held_pids.is_empty() {
                 let since = *idle_since.get_or_insert_with(Instant::now);
                 let linger = if ever_attached {
                     self.config.idle_linger
@@ -521,13 +542,27 @@ impl Daemon {
             );
         }
         let mut buf = [0u8; HELLO_BYTES];
-        let (n, fd) = recv_with_fd(&stream, &mut buf).context("receiving the hello")?;
+        let (n, mut fds) = recv_with_fds(&stream, &mut buf, 2).context("receiving the hello")?;
         if n != HELLO_BYTES {
             bail!("short hello from pid {} ({n} bytes)", cred.pid);
         }
         let hello =
             Hello::from_bytes(&buf).map_err(|e| anyhow::anyhow!("pid {}: {e}", cred.pid))?;
-        let fd = fd.ok_or_else(|| anyhow::anyhow!("pid {} sent no ring", cred.pid))?;
+        if hello.flags & !hello_flags::ALL != 0 {
+            bail!(
+                "pid {} sent hello flags {:#x} this daemon does not know: use libobjtier.so and \
+                 objtier from the same build",
+                cred.pid,
+                hello.flags
+            );
+        }
+        let placement_fd = (hello.flags & hello_flags::PLACEMENT != 0 && fds.len() == 2)
+            .then(|| fds.pop())
+            .flatten();
+        let fd = fds
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("pid {} sent no ring", cred.pid))?;
         let ring = RingMapping::map(&fd, hello.shared_bytes)
             .with_context(|| format!("pid {}: bad ring", cred.pid))?;
         // Where each tier's memory is, for the library to place new objects: told after the
@@ -583,8 +618,18 @@ impl Daemon {
             .then(|| objtier_policy::lifetimes::young_ns(process.interval_ns));
         process.resident_bytes_by_tier = vec![0; tiers];
         process.pidfd = pidfd;
+        process.no_migrate = hello.flags & hello_flags::NO_MIGRATE != 0;
+        process.profile_token = hello.profile_token;
         self.processes.insert(id, process);
-        self.warm_start_at_attach(id);
+        if hello.profile_token != 0 {
+            self.join_profile(id);
+        }
+        match placement_fd {
+            // A placement is the program's word on where its sites go: warm start's guesses
+            // would only second-guess it.
+            Some(fd) => self.apply_placement(id, fd),
+            None => self.warm_start_at_attach(id),
+        }
         self.processes[&id].ring.control().set_tiers(&tier_masks);
         Ok(())
     }
@@ -660,6 +705,9 @@ impl Daemon {
             if let Some(store) = &self.site_store {
                 p.save_sites(store, monotonic_ns(), true);
             }
+            if p.recorder.is_some() {
+                self.leave_profile(&mut p);
+            }
             tracing::info!(pid = p.pid, objects = p.objects.len(), "process detached");
         }
     }
@@ -695,8 +743,30 @@ impl Daemon {
                     self.place(&request, peer_uid)
                         .unwrap_or_else(|e| serde_json::json!({ "error": e }))
                 }
+                // The asking process runs a program here soon: an idle daemon waits for it.
+                Some("hold") => match peer_cred(&stream) {
+                    Ok(cred) if self.held_pids.len() < 4096 => {
+                        self.held_pids.push(cred.pid);
+                        serde_json::json!({ "held": cred.pid })
+                    }
+                    Ok(_) => serde_json::json!({ "error": "too many commands held" }),
+                    Err(e) => serde_json::json!({ "error": format!("SO_PEERCRED: {e}") }),
+                },
+                Some("profile-start") => {
+                    let peer_uid = peer_cred(&stream).map(|c| c.uid).ok();
+                    self.profile_start(&request, peer_uid)
+                        .unwrap_or_else(|e| serde_json::json!({ "error": e }))
+                }
+                Some("profile-finish") => {
+                    let peer_uid = peer_cred(&stream).map(|c| c.uid).ok();
+                    self.profile_finish(&request, peer_uid)
+                        .unwrap_or_else(|e| serde_json::json!({ "error": e }))
+                }
                 Some(other) => serde_json::json!({
-                    "error": format!("unknown command {other:?}; this daemon knows: status, place")
+                    "error": format!(
+                        "unknown command {other:?}; this daemon knows: status, place, hold, \
+                         profile-start, profile-finish"
+                    )
                 }),
                 None => serde_json::json!({"error": "request has no \"cmd\""}),
             },

@@ -437,6 +437,9 @@ pub enum PlacedBy {
     /// Warm start: remembered from an earlier run of the program (the proactive policy may
     /// override it, like its own placements).
     WarmStart,
+    /// The placement the process was started with (`objtier run --placement`): the proactive
+    /// policy leaves it alone.
+    Guided,
 }
 
 impl PlacedBy {
@@ -446,6 +449,7 @@ impl PlacedBy {
             PlacedBy::Hand => "objtier place",
             PlacedBy::Proactive => "proactive",
             PlacedBy::WarmStart => "warm start",
+            PlacedBy::Guided => "placement file",
         }
     }
 }
@@ -612,6 +616,16 @@ pub struct Process {
     /// Sites to judge early at the next `judge_early` (pushed as their young deaths mount;
     /// may repeat).
     pub early_candidates: Vec<u64>,
+    /// The profile session it belongs to (`objtier profile`; 0: none), and its recording.
+    pub profile_token: u64,
+    pub recorder: Option<crate::recorder::Recorder>,
+    /// Never move its pages (`objtier run --no-migrate`, `objtier profile --observe-only`):
+    /// its records are planned where they are, and only placements at allocation apply.
+    pub no_migrate: bool,
+    /// The placement it was started with (`objtier run --placement`), as applied.
+    pub guided: Option<crate::guided::Guided>,
+    /// The phase the program last said it entered (`objtier_phase`), not yet acted on.
+    pub phase_mark: Option<u32>,
 }
 
 /// The advice bits of every advised range (start -> (len, bits)) that overlaps [start, start + len).
@@ -727,6 +741,11 @@ impl Process {
             young_records: Vec::new(),
             resync_wanted: false,
             early_candidates: Vec::new(),
+            profile_token: 0,
+            recorder: None,
+            no_migrate: false,
+            guided: None,
+            phase_mark: None,
         }
     }
 
@@ -762,11 +781,19 @@ impl Process {
                     &mut self.early_candidates,
                     self.young_ns,
                 );
+                let recorder = &mut self.recorder;
                 let taken_back = |event: &Event| {
                     stats.cancelled_allocations += 1;
                     let len = event.len.min(MAX_OBJECT_BYTES);
                     stats.allocated_bytes = stats.allocated_bytes.saturating_add(len);
                     *unclaimed = unclaimed.saturating_add(len);
+                    // (A profiled process takes nothing back; one attached before the daemon
+                    // set the flag may have: it lived less than the daemon's reading took.)
+                    if let Some(r) = recorder.as_mut() {
+                        let key = crate::recorder::SiteKey::of_object(event.site);
+                        r.allocated(key, len);
+                        r.freed(key, len, event.time_ns, event.time_ns);
+                    }
                     // Freed before the daemon could read it: it died young.
                     if let Some(young_ns) = young_ns {
                         let t = event.time_ns;
@@ -830,6 +857,9 @@ impl Process {
                 if event.flags & event_flags::SNAPSHOT != 0 {
                     self.snapshot_object(event.addr, object);
                 } else {
+                    if let Some(r) = &mut self.recorder {
+                        r.allocated(crate::recorder::SiteKey::of_object(object.site), object.len);
+                    }
                     self.allocated(event.addr, object);
                 }
             }
@@ -844,6 +874,10 @@ impl Process {
                     }
                     object
                 };
+                if let (Some(object), Some(r)) = (object, &mut self.recorder) {
+                    let key = crate::recorder::SiteKey::of_object(object.site);
+                    r.freed(key, object.len, object.created_ns, event.time_ns);
+                }
                 if let (Some(object), Some(young_ns)) = (object, self.young_ns) {
                     count_life(
                         &mut self.site_lives,
@@ -871,6 +905,11 @@ impl Process {
                 if valid_range && event.len > 0 && event.len.is_multiple_of(PAGE_SIZE as u64) =>
             {
                 self.remove_object(event.addr);
+                if let Some(r) = &mut self.recorder {
+                    if !self.blocks.contains_key(&event.addr) {
+                        r.block_mapped();
+                    }
+                }
                 self.blocks.insert(event.addr, event.len);
                 self.insert_object(
                     event.addr,
@@ -885,6 +924,9 @@ impl Process {
                 if self.blocks.remove(&event.addr).is_some() {
                     self.remove_object(event.addr);
                 }
+            }
+            Some(EventKind::Phase) if event.addr <= u32::MAX as u64 => {
+                self.phase_mark = Some(event.addr as u32);
             }
             Some(EventKind::SiteFrame) => self.site_frame(event.site, event.addr, event.len),
             Some(EventKind::Priority) if PRIORITY_RANGE.contains(&(event.addr as i64)) => {
@@ -921,6 +963,9 @@ impl Process {
         if known {
             return;
         }
+        if let Some(r) = &mut self.recorder {
+            r.allocated(crate::recorder::SiteKey::of_object(object.site), object.len);
+        }
         self.pending.remove(&start);
         self.remove_object(start);
         self.insert_object(start, object);
@@ -949,6 +994,9 @@ impl Process {
         });
         let Some(old) = known else {
             let created_ns = time_ns;
+            if let Some(r) = &mut self.recorder {
+                r.allocated(crate::recorder::SiteKey::Unknown, len);
+            }
             self.allocated(
                 start,
                 Object {
@@ -968,6 +1016,9 @@ impl Process {
         self.stats.moved_objects += 1;
         self.stats.allocated_bytes += grown;
         self.allocated_unclaimed += grown;
+        if let Some(r) = &mut self.recorder {
+            r.resized(crate::recorder::SiteKey::of_object(old.site), old.len, len);
+        }
         if pending.is_some() {
             self.remove_object(start);
             self.pending.insert(start, Object { len, ..old });
@@ -1196,6 +1247,7 @@ impl Process {
                 named.push(id);
             }
         }
+        self.place_named_guided(&named);
         let Some(warm) = &self.warm else {
             return Vec::new();
         };
@@ -1312,7 +1364,8 @@ impl Process {
                 }
                 let placed = placed.map(|&(tier, by)| {
                     let learnt = match by {
-                        PlacedBy::Hand => Learnt::Hand,
+                        // (A process with a placement file has no warm start to save to.)
+                        PlacedBy::Hand | PlacedBy::Guided => Learnt::Hand,
                         PlacedBy::Proactive => Learnt::Proactive,
                         // Whoever learnt it first.
                         PlacedBy::WarmStart => self
@@ -1419,7 +1472,7 @@ impl Process {
     /// unless the site was placed by hand. Returns true if the placement changed.
     pub fn place_site_auto(&mut self, site: u64, tier: Option<u32>) -> bool {
         match self.placements.get(&site) {
-            Some((_, PlacedBy::Hand)) => false,
+            Some((_, PlacedBy::Hand | PlacedBy::Guided)) => false,
             current if current.map(|&(t, _)| t) == tier => false,
             _ => self.set_placement(site, tier, PlacedBy::Proactive),
         }
@@ -1686,9 +1739,31 @@ impl Process {
     /// Adds `weight` sampled accesses spread over `[start, end)` to the overlapping records,
     /// in proportion to overlap. Returns the weight that landed on records.
     pub fn attribute(&mut self, start: u64, end: u64, weight: f64, time_ns: u64) -> f64 {
+        self.attribute_as(
+            start,
+            end,
+            weight,
+            time_ns,
+            crate::source::AccessKind::Any,
+            None,
+        )
+    }
+
+    /// [`Process::attribute`], for accesses of `kind` with a `latency` weight where the source
+    /// has one: a profiled process's recorder hears of each share by site.
+    pub fn attribute_as(
+        &mut self,
+        start: u64,
+        end: u64,
+        weight: f64,
+        time_ns: u64,
+        kind: crate::source::AccessKind,
+        latency: Option<f64>,
+    ) -> f64 {
         if end <= start || weight <= 0.0 {
             return 0.0;
         }
+        let (recorder, blocks) = (&mut self.recorder, &self.blocks);
         let span = (end - start) as f64;
         let mut attributed = 0.0;
         // The first record that may overlap starts at or before `start`.
@@ -1701,6 +1776,19 @@ impl Process {
                 record.interval_accesses += share as f32;
                 record.last_access_ns = record.last_access_ns.max(time_ns);
                 attributed += share;
+                if let Some(r) = recorder.as_mut() {
+                    let in_block = record.site == 0
+                        && blocks
+                            .range(..=record_start)
+                            .next_back()
+                            .is_some_and(|(&s, &l)| record_start < s + l);
+                    let key = if in_block {
+                        crate::recorder::SiteKey::SmallObjects
+                    } else {
+                        crate::recorder::SiteKey::of_object(record.site)
+                    };
+                    r.accessed(key, kind, share, latency.map(|l| l * share / weight));
+                }
             }
         }
         attributed
@@ -1714,6 +1802,17 @@ impl Process {
             .next_back()
             .filter(|(&s, o)| start < s + o.len)
             .map_or(start, |(&s, _)| s)
+    }
+
+    /// Resident bytes of the small-object blocks, as their records were last located (a
+    /// record never located counts none).
+    pub fn small_object_resident_bytes(&self, tiers: usize) -> u64 {
+        self.blocks
+            .iter()
+            .flat_map(|(&start, &len)| self.records.range(start..start + len))
+            .filter(|(_, r)| r.resident.known())
+            .map(|(_, r)| r.resident.bytes(tiers).iter().sum::<u64>())
+            .sum()
     }
 
     /// Tracked bytes (records).

@@ -71,6 +71,9 @@ pub fn status_json(d: &Daemon) -> Value {
                     crate::process::Resync::Receiving { request, lo, .. } => json!({"receiving": request, "from": lo}),
                 },
                 "resync_served": p.ring.control().resync_served.load(std::sync::atomic::Ordering::Relaxed),
+                "no_migrate": p.no_migrate,
+                "profiled": p.recorder.is_some(),
+                "placement": placement_json(p, d.topology.tiers.len()),
                 "ring_backlog": header.backlog(),
                 "attached_seconds": (crate::monotonic_ns().saturating_sub(p.attached_ns)) as f64 / 1e9,
             })
@@ -170,6 +173,73 @@ fn sites_json(p: &crate::process::Process) -> Vec<Value> {
             })
         })
         .collect()
+}
+
+/// The placement file a process was started with, as applied: how many of its sites are
+/// placed, what was skipped, the bytes it plans per tier and what its placed sites' objects
+/// hold there now (as last located): a tier that filled sent the rest one tier down, and
+/// `overflow_bytes` says how much of the fastest tier's plan went below.
+fn placement_json(p: &crate::process::Process, tiers: usize) -> Option<Value> {
+    let g = p.guided.as_ref()?;
+    let planned = g.planned_bytes(tiers);
+    let mut held = vec![0u64; tiers.max(1)];
+    let mut unlocated = 0u64;
+    // Per placed site: its live bytes, and those in its tier or a faster one.
+    let mut by_site: std::collections::HashMap<u64, (u64, u64)> = Default::default();
+    for (_, record) in p.records.iter() {
+        let Some(&(tier, _)) = p
+            .placements
+            .get(&record.site)
+            .filter(|_| g.placed.contains_key(&record.site))
+        else {
+            continue;
+        };
+        if !record.resident.known() {
+            unlocated += record.len;
+            continue;
+        }
+        let bytes = record.resident.bytes(tiers);
+        let entry = by_site.entry(record.site).or_default();
+        for (t, (sum, b)) in held.iter_mut().zip(&bytes).enumerate() {
+            *sum += b;
+            entry.0 += b;
+            if t <= tier as usize {
+                entry.1 += b;
+            }
+        }
+    }
+    // What a full tier sent one tier down: the bytes a placed site should hold in its tier
+    // (all of them, or up to its budget) that are below it.
+    let overflow: u64 = by_site
+        .iter()
+        .map(|(site, &(live, in_tier))| {
+            let budget = g
+                .placed
+                .get(site)
+                .and_then(|&i| g.placement.sites.get(i))
+                .and_then(|s| s.budget_bytes)
+                .unwrap_or(u64::MAX);
+            live.min(budget).saturating_sub(in_tier)
+        })
+        .sum();
+    Some(json!({
+        "file": g.file,
+        "algorithm": g.placement.algorithm,
+        "program": g.placement.program.name,
+        "sites_listed": g.placement.sites.len(),
+        "sites_placed": g.placed.len(),
+        "sites_table_full": g.table_full,
+        "skipped_modules": g.skipped_modules,
+        "fallback_tier": g.fallback_tier,
+        "small_objects_tier": g.small_objects_tier,
+        "phase": g.phase,
+        "planned_bytes_by_tier": planned,
+        "placed_bytes_by_tier": held,
+        "placed_bytes_unlocated": unlocated,
+        // Bytes of placed sites' objects that their tier should hold (up to their budgets) and
+        // that are in a slower tier: a full tier sent them there.
+        "overflow_bytes": overflow,
+    }))
 }
 
 fn short_lived_sites_json(p: &crate::process::Process) -> Vec<Value> {

@@ -436,6 +436,10 @@ impl Daemon {
         let settled_ns =
             PROACTIVE_SETTLED_INTERVALS as u64 * self.interval_length.as_nanos() as u64;
         for (pi, id) in process_ids.iter().enumerate() {
+            // A process whose pages are never moved is placed by its own placement only.
+            if self.processes[id].no_migrate {
+                continue;
+            }
             // A process's records are consecutive in the plan.
             let mine = spans.partition_point(|s| s.process < pi)
                 ..spans.partition_point(|s| s.process <= pi);
@@ -906,9 +910,13 @@ impl Daemon {
                         continue;
                     };
                     if let Some(p) = self.processes.get_mut(id) {
-                        let mine = p.attribute(o.start, o.end, o.weight, o.time_ns);
+                        let mine =
+                            p.attribute_as(o.start, o.end, o.weight, o.time_ns, o.kind, o.latency);
                         p.sampled |= mine > 0.0;
                         attributed += mine;
+                        if p.recorder.is_some() {
+                            self.sessions.account(p.profile_token, o.weight, mine);
+                        }
                     }
                 }
                 self.totals.sampled_weight += sampled;
@@ -921,6 +929,8 @@ impl Daemon {
                 report.source_error = Some(e.to_string());
             }
         }
+        // Profiled processes close this interval's row of their recording.
+        self.profile_interval_ended();
         // 2. Aggregation (the EMA of every record) happens once the trigger has spoken: in the
         // pass that builds the candidates when it enforces, else in a walk of its own.
 
@@ -1028,6 +1038,13 @@ impl Daemon {
             let mut failed = p.exited().then_some(-libc::ESRCH);
             let pid = p.pid;
             let advice = &p.advice;
+            // A process whose pages must not move (`--no-migrate`): every record stays where
+            // it is, as scratch memory would, and counts against its tier's budget there.
+            let pinned = if p.no_migrate {
+                objtier_wire::advice::SCRATCH
+            } else {
+                0
+            };
             let mut process_resident = vec![0u64; tiers];
             let mut candidate = |start: u64,
                                  record: &crate::process::Record,
@@ -1040,7 +1057,7 @@ impl Daemon {
                     candidates.len(),
                     pi,
                     resident,
-                    crate::process::advice_for(advice, start, record.len),
+                    crate::process::advice_for(advice, start, record.len) | pinned,
                 ));
                 spans.push(RecordPages {
                     process: pi,
@@ -1173,6 +1190,17 @@ impl Daemon {
         for part in &assignment.parts {
             if let Some(may) = may_move.get_mut(part.candidate) {
                 *may = true;
+            }
+        }
+        // A process whose pages must not move (`--no-migrate`) keeps every page where it is,
+        // a record whose object spilled across two tiers included.
+        let pinned: Vec<bool> = process_ids
+            .iter()
+            .map(|id| self.processes.get(id).is_some_and(|p| p.no_migrate))
+            .collect();
+        for (may, span) in may_move.iter_mut().zip(spans.iter()) {
+            if pinned[span.process] {
+                *may = false;
             }
         }
         // The huge page size, read (from sysfs) once a plan and only when something needs it:
@@ -2170,6 +2198,7 @@ mod tests {
             p.drain();
             assert!(p.records.get_mut(new).is_none(), "pending until committed");
             let seen = crate::source::Observation {
+                latency: None,
                 pid,
                 start: new,
                 end: new + MIB,
@@ -2237,6 +2266,7 @@ mod tests {
         let still = *cold.iter().find(|s| !moved.contains(s)).unwrap();
         let pid = p.pid;
         let seen = |start: u64| crate::source::Observation {
+            latency: None,
             pid,
             start,
             end: start + MIB,
@@ -2268,6 +2298,7 @@ mod tests {
         let (mut daemon, hot) = hot_object_behind_a_full_fast_tier(&fake, &sys);
         let pid = daemon.processes.values().next().unwrap().pid;
         let seen = crate::source::Observation {
+            latency: None,
             pid,
             start: hot,
             end: hot + 2 * MIB,

@@ -67,6 +67,29 @@ impl Maps {
     }
 }
 
+impl Maps {
+    /// The path of a mapped module whose file name is `name` (the last component of its path),
+    /// if exactly one such module is mapped: how a frame recorded at another path (another
+    /// install prefix, another node) finds its module here.
+    pub fn path_named(&self, name: &str) -> Option<&str> {
+        let mut found = self
+            .mappings
+            .iter()
+            .map(|m| m.path.as_str())
+            .filter(|p| p.rsplit('/').next() == Some(name));
+        let first = found.next()?;
+        found.all(|p| p == first).then_some(first)
+    }
+
+    /// The mapped modules' paths, each once.
+    pub fn modules(&self) -> Vec<&str> {
+        let mut paths: Vec<&str> = self.mappings.iter().map(|m| m.path.as_str()).collect();
+        paths.sort_unstable();
+        paths.dedup();
+        paths
+    }
+}
+
 fn parse_line(line: &str) -> Option<FileMapping> {
     let mut fields = line.splitn(6, char::is_whitespace);
     let (range, perms, offset, _dev, _inode) = (
@@ -143,6 +166,20 @@ mod tests {
         assert_eq!(moved.address_of("?+0x5600002010"), None);
         assert_eq!(moved.address_of("/usr/bin/cat"), None);
         assert_eq!(moved.address_of("/usr/bin/cat+12"), None);
+    }
+
+    #[test]
+    fn modules_are_found_by_file_name_when_unique() {
+        let maps = Maps::parse(
+            "5600000000-5600002000 r-xp 00000000 fe:00 7 /opt/a/bin/app\n\
+             5600002000-5600004000 r--p 00002000 fe:00 7 /opt/a/bin/app\n\
+             7f00000000-7f00001000 r-xp 00000000 fe:00 8 /usr/lib/x/libz.so\n\
+             7f00001000-7f00002000 r-xp 00000000 fe:00 9 /usr/lib/y/libz.so\n",
+        );
+        assert_eq!(maps.path_named("app"), Some("/opt/a/bin/app"));
+        assert_eq!(maps.path_named("libz.so"), None, "two of them: ambiguous");
+        assert_eq!(maps.path_named("nothing"), None);
+        assert_eq!(maps.modules().len(), 3);
     }
 
     #[test]

@@ -78,6 +78,7 @@ impl Accumulator {
         std::mem::take(&mut self.regions)
             .into_iter()
             .map(|((pid, start, end), (sum, time_ns))| Observation {
+                latency: None,
                 pid,
                 start,
                 end,

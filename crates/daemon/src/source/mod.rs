@@ -43,6 +43,9 @@ pub struct Observation {
     /// source's unit only needs to be consistent with itself.
     pub weight: f64,
     pub kind: AccessKind,
+    /// The source's weight of these accesses summed (PEBS load latency, in core cycles), where
+    /// it has one: profiles keep it per site.
+    pub latency: Option<f64>,
     /// When (`CLOCK_MONOTONIC` ns) the accesses were seen: the latest sample's own time where
     /// the source samples one by one (perf), else when the source looked (DAMON's snapshot,
     /// the proc source's scan). A record's last access is the latest of these.

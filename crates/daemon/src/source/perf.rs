@@ -43,9 +43,9 @@ pub struct PerfSource {
 #[derive(Default)]
 struct Tally {
     pids: HashSet<u32>,
-    /// (pid, page, is_store) -> samples this interval, and the latest one's time (0: the
-    /// sample had none, it counts as seen when observed).
-    pending: HashMap<(u32, u64, bool), (u32, u64)>,
+    /// (pid, page, is_store) -> samples this interval, the latest one's time (0: the sample
+    /// had none, it counts as seen when observed), and the samples' weights (latency) summed.
+    pending: HashMap<(u32, u64, bool), (u32, u64, u64)>,
     lost: u64,
     /// Samples that had no data address, or a process not attached.
     ignored: u64,
@@ -55,7 +55,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn count(&mut self, pid: u32, addr: u64, op: MemOp, time_ns: u64) {
+    fn count(&mut self, pid: u32, addr: u64, op: MemOp, time_ns: u64, weight: u64) {
         if is_kernel_address(addr) {
             self.kernel += 1;
             return;
@@ -65,12 +65,13 @@ impl Tally {
             return;
         }
         let page = addr & !(PAGE_SIZE as u64 - 1);
-        let (samples, latest) = self
+        let (samples, latest, weights) = self
             .pending
             .entry((pid, page, op == MemOp::Store))
             .or_default();
         *samples += 1;
         *latest = (*latest).max(time_ns);
+        *weights = weights.saturating_add(weight);
     }
 
     /// One record of a ring of an event whose addresses come `from` there.
@@ -92,7 +93,7 @@ impl Tally {
                     // SPE writes no samples; its data comes as AUX chunks.
                     AddressFrom::SpeAux => (0, MemOp::Unknown),
                 };
-                self.count(s.pid, addr, op, s.time);
+                self.count(s.pid, addr, op, s.time, s.weight);
             }
             Record::Aux { pid, record, data } => {
                 if record.truncated() {
@@ -103,7 +104,7 @@ impl Tally {
                     Some(pid) => {
                         for a in accesses {
                             // SPE packets carry no time on the daemon's clock.
-                            self.count(pid, a.addr, a.op, 0);
+                            self.count(pid, a.addr, a.op, 0, 0);
                         }
                     }
                     None => self.ignored += accesses.len() as u64,
@@ -349,18 +350,21 @@ impl Source for PerfSource {
             .tally
             .pending
             .drain()
-            .map(|((pid, page, store), (samples, latest))| Observation {
-                pid,
-                start: page,
-                end: page + PAGE_SIZE as u64,
-                weight: samples as f64,
-                kind: if store {
-                    AccessKind::Store
-                } else {
-                    AccessKind::Load
+            .map(
+                |((pid, page, store), (samples, latest, weights))| Observation {
+                    pid,
+                    start: page,
+                    end: page + PAGE_SIZE as u64,
+                    weight: samples as f64,
+                    latency: (weights > 0).then_some(weights as f64),
+                    kind: if store {
+                        AccessKind::Store
+                    } else {
+                        AccessKind::Load
+                    },
+                    time_ns: if latest == 0 { now } else { latest },
                 },
-                time_ns: if latest == 0 { now } else { latest },
-            })
+            )
             .collect())
     }
 

@@ -372,6 +372,7 @@ impl<K: RefsKernel> ProcSource<K> {
             push_page(&mut runs, address);
         }
         out.extend(runs.into_iter().map(|(start, end)| Observation {
+            latency: None,
             pid,
             start,
             end,
@@ -422,6 +423,7 @@ impl<K: RefsKernel> ProcSource<K> {
             let pages = |runs: &[(u64, u64)]| runs.iter().map(|r| (r.1 - r.0) / PAGE).sum::<u64>();
             let (written_pages, unwritten_pages) = (pages(&written), pages(&unwritten));
             out.extend(written.into_iter().map(|(start, end)| Observation {
+                latency: None,
                 pid,
                 start,
                 end,
@@ -443,6 +445,7 @@ impl<K: RefsKernel> ProcSource<K> {
                 AccessKind::Any
             };
             out.extend(unwritten.into_iter().map(|(start, end)| Observation {
+                latency: None,
                 pid,
                 start,
                 end,

@@ -1,0 +1,159 @@
+//! Starting what a command runs under: finding libobjtier.so, making sure a daemon listens
+//! (starting one that exits when idle), the environment that preloads the library, and asking
+//! the daemon a control request.
+
+use anyhow::{bail, Context};
+use objtier_daemon::config::default_socket_path;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Finds libobjtier.so: --lib, $OBJTIER_LIB, beside the executable, ../lib, then system dirs.
+pub fn find_library(explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let mut candidates = Vec::new();
+    candidates.extend(explicit);
+    candidates.extend(std::env::var_os("OBJTIER_LIB").map(PathBuf::from));
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            candidates.push(dir.join("libobjtier.so"));
+            candidates.push(dir.join("../lib/libobjtier.so"));
+        }
+    }
+    candidates.push("/usr/local/lib/libobjtier.so".into());
+    candidates.push("/usr/lib/libobjtier.so".into());
+    for candidate in &candidates {
+        if candidate.is_file() {
+            return candidate
+                .canonicalize()
+                .with_context(|| format!("cannot resolve {}", candidate.display()));
+        }
+    }
+    bail!(
+        "cannot find libobjtier.so (looked in {}); build it with `cargo build --release` or \
+         pass --lib PATH",
+        candidates
+            .iter()
+            .map(|c| c.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+pub fn daemon_is_listening(socket: &Path) -> bool {
+    UnixStream::connect(socket).is_ok()
+}
+
+/// Starts `objtier daemon --exit-when-idle` (with `extra` options) in the background and waits
+/// until it listens.
+pub fn start_daemon(socket: &Path, log: &Path, extra: &[String]) -> anyhow::Result<()> {
+    if let Some(dir) = log.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("cannot open the daemon log {}", log.display()))?;
+    let exe = std::env::current_exe().context("cannot find the objtier executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("daemon")
+        .arg("--socket")
+        .arg(socket)
+        .arg("--exit-when-idle")
+        // `run` execs the program under its own pid: the daemon can tell when it is gone,
+        // even if it never allocated enough to attach.
+        .arg("--exit-with-pid")
+        .arg(std::process::id().to_string())
+        .args(extra)
+        .env_remove("LD_PRELOAD")
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file);
+    // SAFETY: setsid in the child before exec: detach from the terminal's process group so a
+    // Ctrl-C aimed at the program does not take the daemon down mid-migration.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().context("cannot start the objtier daemon")?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if daemon_is_listening(socket) {
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            if daemon_is_listening(socket) {
+                return Ok(()); // lost a race with another `objtier run`; theirs serves us
+            }
+            let tail = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = tail.lines().rev().take(5).collect();
+            bail!(
+                "the daemon exited ({status}) before listening; its log ({}) ends with:\n{}",
+                log.display(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bail!(
+        "the daemon did not start listening on {} within 10 s",
+        socket.display()
+    )
+}
+
+/// Sends one JSON request to the daemon's control socket and returns its answer.
+pub fn ask_daemon(
+    socket: Option<PathBuf>,
+    request: &serde_json::Value,
+) -> anyhow::Result<serde_json::Value> {
+    let socket = socket.unwrap_or_else(default_socket_path);
+    let stream = UnixStream::connect(&socket).map_err(|e| {
+        anyhow::anyhow!(
+            "no objtier daemon is listening on {} ({e}); start one with `objtier daemon` or \
+             `objtier run -- PROGRAM`, or point --socket/OBJTIER_SOCKET at it",
+            socket.display()
+        )
+    })?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut out = &stream;
+    out.write_all(&objtier_wire::CONTROL_MAGIC.to_le_bytes())?;
+    serde_json::to_writer(&mut out, request)?;
+    out.write_all(b"\n")?;
+    let mut line = String::new();
+    BufReader::new(&stream)
+        .read_line(&mut line)
+        .context("the daemon did not answer")?;
+    let reply: serde_json::Value =
+        serde_json::from_str(&line).context("the daemon's answer is not JSON")?;
+    if let Some(err) = reply.get("error").and_then(|e| e.as_str()) {
+        bail!("the daemon said: {err}");
+    }
+    Ok(reply)
+}
+
+/// Sets up `cmd` to run under libobjtier.so at `lib` (before anything already in
+/// `LD_PRELOAD`), attaching to the daemon on `socket`.
+pub fn preload(cmd: &mut Command, lib: PathBuf, socket: &Path) {
+    let mut preload = lib.into_os_string();
+    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
+        preload.push(" ");
+        preload.push(existing);
+    }
+    cmd.env("LD_PRELOAD", preload)
+        .env(objtier_wire::SOCKET_ENV, socket);
+}
+
+/// Tells the daemon on `socket` that this process (or the program it execs, under the same
+/// pid) will attach soon: a daemon that exits when idle waits for it. A daemon too old to know
+/// the request is no reason to fail.
+pub fn hold_daemon(socket: &Path) {
+    let _ = ask_daemon(
+        Some(socket.to_path_buf()),
+        &serde_json::json!({"cmd": "hold"}),
+    );
+}

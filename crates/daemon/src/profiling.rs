@@ -1,0 +1,300 @@
+//! The daemon's side of `objtier profile`: the control requests that open and finish a profile
+//! session, and the points where a profiled process joins its session, closes an interval's
+//! row and leaves its recording (see [`crate::sessions`] for the design).
+
+use crate::process::Process;
+use crate::recorder::SiteKey;
+use crate::sessions::{Finish, ProcessRecording, ProfileContext};
+use crate::{monotonic_ns, Daemon};
+use objtier_profile::profile::TierInfo;
+use objtier_profile::{file_name, parse_frame, Module, Source};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+impl Daemon {
+    /// `{"cmd":"profile-start","command":[...],"observe_only":B}`: opens a session for the
+    /// client's user; answers `{"token":N}`.
+    pub(crate) fn profile_start(
+        &mut self,
+        request: &Value,
+        peer_uid: Option<u32>,
+    ) -> Result<Value, String> {
+        let uid = peer_uid.ok_or("cannot tell who asked (SO_PEERCRED failed)")?;
+        if self.euid != 0 && uid != self.euid {
+            return Err(format!(
+                "this daemon runs as uid {} and serves only that user; use a daemon of your own \
+                 (objtier profile starts one on your socket)",
+                self.euid
+            ));
+        }
+        let command = request
+            .get("command")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .take(256)
+                    .filter_map(Value::as_str)
+                    .map(|s| s.chars().take(4096).collect())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let observe_only = request
+            .get("observe_only")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let token = self
+            .sessions
+            .start(uid, command, observe_only)
+            .ok_or("too many profile sessions are open; finish some first")?;
+        tracing::info!(uid, observe_only, "profile session opened");
+        Ok(json!({
+            "token": token,
+            "source": self.source.name(),
+            "interval_ms": self.config.interval.as_millis() as u64,
+        }))
+    }
+
+    /// `{"cmd":"profile-finish","token":N,"force":B}`: `{"pending":[pids]}` while processes of
+    /// the session are attached (unless `force`), else `{"profile":{...}}`.
+    pub(crate) fn profile_finish(
+        &mut self,
+        request: &Value,
+        peer_uid: Option<u32>,
+    ) -> Result<Value, String> {
+        let uid = peer_uid.ok_or("cannot tell who asked (SO_PEERCRED failed)")?;
+        let token = request
+            .get("token")
+            .and_then(Value::as_u64)
+            .ok_or("profile-finish needs a \"token\"")?;
+        let force = request
+            .get("force")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if force {
+            // Whatever is still attached leaves its recording as it stands.
+            let ids: Vec<u64> = self
+                .processes
+                .iter()
+                .filter(|(_, p)| p.profile_token == token && p.recorder.is_some())
+                .map(|(&id, _)| id)
+                .collect();
+            for id in ids {
+                if let Some(mut p) = self.processes.remove(&id) {
+                    p.drain();
+                    self.leave_profile(&mut p);
+                    self.processes.insert(id, p);
+                }
+            }
+        }
+        let source = self.profile_source();
+        let description = self.source.describe();
+        let tiers = self.profile_tiers();
+        let processes = &self.processes;
+        let context = ProfileContext {
+            source,
+            source_description: description,
+            interval_s: self.config.interval.as_secs_f64(),
+            tiers,
+            attached_pids: &|id| processes.get(&id).map(|p| p.pid),
+        };
+        match self
+            .sessions
+            .finish(token, uid, force, monotonic_ns(), &context)?
+        {
+            Finish::Pending(pids) => Ok(json!({ "pending": pids })),
+            Finish::Done(profile) => {
+                tracing::info!(
+                    sites = profile.sites.len(),
+                    processes = profile.processes.len(),
+                    "profile session finished"
+                );
+                Ok(json!({ "profile": *profile }))
+            }
+        }
+    }
+
+    fn profile_source(&self) -> Source {
+        match self.source.name() {
+            "perf" => Source::Perf,
+            "damon" => Source::Damon,
+            "proc" => Source::Proc,
+            _ => Source::None,
+        }
+    }
+
+    /// The machine's tiers, with the read and write latencies the kernel reports for each
+    /// tier's first node (HMAT), where it does.
+    fn profile_tiers(&self) -> Vec<TierInfo> {
+        self.topology
+            .tiers
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let latency = |what: &str| {
+                    t.nodes.first().and_then(|node| {
+                        std::fs::read_to_string(self.config.sys_root.join(format!(
+                            "devices/system/node/node{node}/access0/initiators/{what}_latency"
+                        )))
+                        .ok()
+                        .and_then(|s| s.trim().parse().ok())
+                    })
+                };
+                TierInfo {
+                    nodes: t.nodes.clone(),
+                    capacity_bytes: self.topology.tier_bytes(i).0,
+                    read_latency_ns: latency("read"),
+                    write_latency_ns: latency("write"),
+                }
+            })
+            .collect()
+    }
+
+    /// Process `id` attached with a profile token: it joins its session, or is told why not.
+    pub(crate) fn join_profile(&mut self, id: u64) {
+        let interval_ns = self.config.interval.as_nanos() as u64;
+        let Some(p) = self.processes.get_mut(&id) else {
+            return;
+        };
+        let exe = std::fs::read_link(format!("/proc/{}/exe", p.pid))
+            .map(|e| e.display().to_string())
+            .unwrap_or_default();
+        match self.sessions.join(
+            p.profile_token,
+            p.uid,
+            id,
+            &exe,
+            monotonic_ns(),
+            interval_ns,
+        ) {
+            Some((recorder, observe_only)) => {
+                p.recorder = Some(recorder);
+                p.no_migrate |= observe_only;
+                // Every object's lifetime is the profile's: no sampling of short-lived sites,
+                // and the library reports every free instead of taking allocations back.
+                p.young_ns = None;
+                p.ring
+                    .control()
+                    .flags
+                    .fetch_or(objtier_wire::control_flags::PROFILING, Ordering::Relaxed);
+                if p.last_maps.is_none() {
+                    p.last_maps = objtier_sys::maps::Maps::read(Path::new("/proc"), p.pid).ok();
+                }
+                tracing::info!(pid = p.pid, exe, "process joined its profile session");
+            }
+            None => {
+                tracing::warn!(
+                    pid = p.pid,
+                    "process brought a profile token of no session of its user (the daemon \
+                     restarted, or the token is another's): it is tiered but not profiled"
+                );
+                p.profile_token = 0;
+            }
+        }
+    }
+
+    /// A profiled process leaves its recording with its session (it detached, or its
+    /// session was finished by force).
+    pub(crate) fn leave_profile(&mut self, p: &mut Process) {
+        let Some(recorder) = p.recorder.take() else {
+            return;
+        };
+        // Sites the library described since the last interval, named with the map read last.
+        if p.has_unnamed_sites() {
+            if let Some(maps) = p.last_maps.take() {
+                p.name_sites(&maps);
+                p.last_maps = Some(maps);
+            }
+        }
+        let now = monotonic_ns();
+        let live: Vec<(SiteKey, u64)> = p
+            .objects
+            .iter()
+            .filter(|(start, _)| !p.blocks.contains_key(start))
+            .map(|(_, o)| o)
+            .chain(p.pending.values())
+            .map(|o| (SiteKey::of_object(o.site), now.saturating_sub(o.created_ns)))
+            .collect();
+        let sites = &p.sites;
+        let last = self.sessions.current_interval(p.profile_token);
+        let finished = recorder.finish(
+            |id| {
+                sites
+                    .get(&id)
+                    .and_then(|f| f.names.clone())
+                    .filter(|names| !names.iter().any(|n| n.starts_with("?+")))
+            },
+            live.into_iter(),
+            last,
+        );
+        let modules = modules_of(&finished, p.pid);
+        let exe = std::fs::read_link(format!("/proc/{}/exe", p.pid))
+            .map(|e| e.display().to_string())
+            .ok()
+            .or_else(|| p.warm.as_ref().map(|w| w.program.exe.clone()))
+            .unwrap_or_default();
+        self.sessions.detached(
+            p.profile_token,
+            p.id,
+            ProcessRecording {
+                pid: p.pid,
+                exe,
+                attached_ns: p.attached_ns,
+                detached_ns: now,
+                dropped_events: p.ring.header().dropped.load(Ordering::Relaxed),
+                finished,
+                modules,
+            },
+        );
+    }
+
+    /// An interval ended: each session's timeline gains it, and its processes close their rows.
+    pub(crate) fn profile_interval_ended(&mut self) {
+        let ended = self.sessions.interval_ended(monotonic_ns());
+        if ended.is_empty() {
+            return;
+        }
+        let index: BTreeMap<u64, usize> = ended.into_iter().collect();
+        let tiers = self.topology.tiers.len();
+        for p in self.processes.values_mut() {
+            if let Some(&i) = index.get(&p.profile_token) {
+                let small = p.small_object_resident_bytes(tiers);
+                if let Some(r) = p.recorder.as_mut() {
+                    r.small_objects_resident(small);
+                    r.end_interval(i);
+                }
+            }
+        }
+    }
+}
+
+/// The modules a recording's frames name, each with its build-id (read from the file, through
+/// the process's root while it still has one).
+fn modules_of(finished: &crate::recorder::Finished, pid: u32) -> Vec<Module> {
+    let mut paths: Vec<&str> = finished
+        .sites
+        .iter()
+        .flat_map(|s| s.frames.iter())
+        .filter_map(|f| parse_frame(f).map(|(m, _)| m))
+        .collect();
+    paths.sort_unstable();
+    paths.dedup();
+    paths
+        .into_iter()
+        .map(|path| {
+            let through_root = format!("/proc/{pid}/root{path}");
+            let build_id = objtier_sys::elf::build_id(Path::new(&through_root))
+                .or_else(|_| objtier_sys::elf::build_id(Path::new(path)))
+                .ok()
+                .flatten();
+            if build_id.is_none() {
+                tracing::debug!(module = file_name(path), "no build-id");
+            }
+            Module {
+                path: path.to_string(),
+                build_id,
+            }
+        })
+        .collect()
+}
