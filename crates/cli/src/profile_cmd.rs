@@ -104,6 +104,9 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         &serde_json::json!({
             "cmd": "profile-start",
             "command": args.command,
+            "exe": crate::program::resolve(&args.command[0], std::env::var_os("PATH").as_deref())
+                .and_then(|p| std::fs::canonicalize(p).ok())
+                .map(|p| p.display().to_string()),
             "observe_only": args.observe_only,
         }),
     )
@@ -208,6 +211,15 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
 }
 
 fn print_summary(profile: &Profile, output: &Path, named: usize) {
+    if profile.processes.is_empty() {
+        eprintln!(
+            "objtier: warning: no process of the command attached to the daemon (none made an \
+             allocation of 4 KiB or more, or the preload could not reach it: see `objtier run`'s \
+             warnings): the profile {} is empty",
+            output.display()
+        );
+        return;
+    }
     let total = profile.total_accesses();
     let sites = profile
         .sites

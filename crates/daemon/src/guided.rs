@@ -124,8 +124,10 @@ pub struct Guided {
     pub table_full: usize,
     pub fallback_tier: Option<u32>,
     pub small_objects_tier: Option<u32>,
-    /// The phase the daemon believes the process is in (per-phase guidance).
+    /// The phase the daemon believes the process is in (per-phase guidance), and a new one
+    /// the samples have shown for this many intervals in a row.
     pub phase: Option<usize>,
+    pub phase_streak: Option<(usize, u32)>,
 }
 
 impl Guided {
@@ -203,6 +205,7 @@ impl Guided {
             small_objects_tier: pseudo_tier(SiteKind::SmallObjects),
             fallback_tier: placement.fallback_tier.map(tier_here),
             phase: placement.phases.as_ref().map(|p| p.initial),
+            phase_streak: None,
             placement,
             plans,
             skipped_modules,
@@ -264,7 +267,6 @@ impl crate::Daemon {
     /// whose modules are mapped, before the tiers are published. A file that cannot be used is
     /// said in the log, and the process runs on without it.
     pub(crate) fn apply_placement(&mut self, id: u64, fd: OwnedFd) {
-        let tiers = self.topology.tiers.len();
         let file = match read_placement(fd, &mut self.placement_cache) {
             Ok(file) => file,
             Err(e) => {
@@ -273,17 +275,47 @@ impl crate::Daemon {
                 return;
             }
         };
+        let Some(pid) = self.processes.get(&id).map(|p| p.pid) else {
+            return;
+        };
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .map(|e| e.display().to_string())
+            .unwrap_or_default();
+        let maps = objtier_sys::maps::Maps::read(Path::new("/proc"), pid)
+            .map_err(|e| tracing::warn!(pid, "cannot read its memory map: {e}"))
+            .ok();
+        let paths = maps.clone();
+        self.place_by(id, file, &exe, maps, |name| {
+            let path = paths.as_ref()?.path_named(name)?;
+            objtier_sys::elf::build_id(Path::new(&format!("/proc/{pid}/root{path}")))
+                .or_else(|_| objtier_sys::elf::build_id(Path::new(path)))
+                .ok()
+                .flatten()
+        });
+    }
+
+    /// Applies placement `file` to process `id`, which runs `exe` with memory map `maps`
+    /// (`build_id_of` gives the build-id of a module it maps, by file name): what
+    /// [`Daemon::apply_placement`] does once it has read them, and what tests call with their
+    /// own.
+    pub fn place_by(
+        &mut self,
+        id: u64,
+        file: PlacementFile,
+        exe: &str,
+        maps: Option<objtier_sys::maps::Maps>,
+        build_id_of: impl Fn(&str) -> Option<String>,
+    ) {
+        let tiers = self.topology.tiers.len();
         let Some(p) = self.processes.get_mut(&id) else {
             return;
         };
-        let exe = std::fs::read_link(format!("/proc/{}/exe", p.pid))
-            .map(|e| e.display().to_string())
-            .unwrap_or_default();
+        let pid = p.pid;
         let program = &file.placement.program;
-        if !program.name.is_empty() && file_name(&exe) != program.name {
+        if !program.name.is_empty() && file_name(exe) != program.name {
             // A wrapper that kept the environment (a shell, mpirun, env) is not the program.
             tracing::debug!(
-                pid = p.pid,
+                pid,
                 exe,
                 "placement {} is for {}: not applied to this process",
                 file.path,
@@ -291,17 +323,6 @@ impl crate::Daemon {
             );
             return;
         }
-        let maps = objtier_sys::maps::Maps::read(Path::new("/proc"), p.pid)
-            .map_err(|e| tracing::warn!(pid = p.pid, "cannot read its memory map: {e}"))
-            .ok();
-        let pid = p.pid;
-        let build_id_of = |name: &str| -> Option<String> {
-            let path = maps.as_ref()?.path_named(name)?;
-            objtier_sys::elf::build_id(Path::new(&format!("/proc/{pid}/root{path}")))
-                .or_else(|_| objtier_sys::elf::build_id(Path::new(path)))
-                .ok()
-                .flatten()
-        };
         let guided = Guided::new(
             file.path.clone(),
             file.placement.clone(),
@@ -328,7 +349,16 @@ impl crate::Daemon {
                 .small_objects_tier
                 .store(tier + 1, std::sync::atomic::Ordering::Release);
         }
-        let predicted = maps.as_ref().map(|m| guided.predict(m)).unwrap_or_default();
+        let mut predicted = maps.as_ref().map(|m| guided.predict(m)).unwrap_or_default();
+        // Fastest tiers, then the most accessed, first: if the site table fills, what is left
+        // out is what matters least.
+        predicted.sort_by(|a, b| {
+            let accesses = |plan: &SitePlan| guided.placement.sites[plan.index].accesses;
+            a.1.tier
+                .cmp(&b.1.tier)
+                .then(accesses(&b.1).total_cmp(&accesses(&a.1)))
+                .then(a.1.index.cmp(&b.1.index))
+        });
         p.guided = Some(guided);
         let mut placed = 0;
         for (site, plan) in predicted {
@@ -503,5 +533,123 @@ mod tests {
         let slow = predicted.iter().find(|(_, p)| p.index == 1).unwrap();
         assert_eq!(slow.1.tier, 2);
         assert_eq!(g.fallback_tier, Some(2));
+    }
+
+    /// A daemon with one synthetic process, two tiers and a recording page mover.
+    fn daemon() -> (
+        crate::Daemon,
+        std::os::unix::net::UnixStream,
+        tempfile::TempDir,
+    ) {
+        let sys = tempfile::tempdir().unwrap();
+        let mut config = crate::config::DaemonConfig::new(sys.path().join("sock"));
+        config.sys_root = sys.path().to_owned();
+        let policy = crate::builtin_policy(&config);
+        let topology = objtier_sys::topology::Topology::two_tiers(64 << 20, 64 << 20, 1 << 30);
+        let mover = Box::<objtier_sys::pages::RecordingPageMover>::default();
+        let mut d = crate::Daemon::new(
+            config,
+            topology,
+            crate::source::AccessSource::none("test"),
+            mover,
+            policy,
+        );
+        let (p, peer) = crate::process::tests::process();
+        d.processes.insert(p.id, p);
+        (d, peer, sys)
+    }
+
+    /// Two runs of the program, its code loaded at other addresses each time (ASLR): the same
+    /// placement places the same call paths, under each run's own site ids (the hash of its
+    /// return addresses, as the library computes them), in the control area before the tiers are
+    /// published, with the budget, the fallback tier and the small-object tier.
+    #[test]
+    fn a_placement_places_the_same_sites_whatever_the_load_addresses() {
+        for (app, libc) in [
+            (0x5555_0000_0000u64, 0x7f00_0000_0000u64),
+            (0x5612_3400_0000, 0x7fa9_0000_0000),
+        ] {
+            let (mut d, _peer, _sys) = daemon();
+            let maps = objtier_sys::maps::Maps::parse(&format!(
+                "{app:x}-{:x} r-xp 00000000 fe:00 7 /opt/app/bin/app\n\
+                 {libc:x}-{:x} r-xp 00000000 fe:00 9 /usr/lib/libc.so.6\n",
+                app + 0x10000,
+                libc + 0x100000
+            ));
+            let file = PlacementFile {
+                path: "app.placement.json".into(),
+                placement: placement(),
+            };
+            d.place_by(1, file, "/opt/app/bin/app", Some(maps), |name| match name {
+                "app" => Some("aa".to_string()),
+                "libold.so" => Some("02".to_string()),
+                _ => None,
+            });
+            let p = &d.processes[&1];
+            let c = p.ring.control();
+            let cold = objtier_wire::site_id::of(&[app + 0x1010, libc + 0x2000]);
+            assert_eq!(c.site_advice(cold).tier, Some(0));
+            assert_eq!(c.site_advice(cold).budget_pages, 256);
+            assert_eq!(
+                c.site_tier(objtier_wire::site_id::of(&[app + 0x2020])),
+                Some(1)
+            );
+            assert_eq!(
+                (c.default_tier(), c.small_objects_tier()),
+                (Some(1), Some(1))
+            );
+            assert_eq!(
+                p.placements.get(&cold),
+                Some(&(0, crate::process::PlacedBy::Guided))
+            );
+            let status = crate::status::status_json(&d);
+            let placement = &status["processes"][0]["placement"];
+            assert_eq!(placement["sites_placed"], 3);
+            assert_eq!(placement["skipped_modules"][0], "libold.so");
+        }
+    }
+
+    /// A site in a module the process maps only later (dlopen) is placed once the library
+    /// describes it and its frames are named.
+    #[test]
+    fn a_site_of_a_module_loaded_later_is_placed_when_named() {
+        let (mut d, _peer, _sys) = daemon();
+        let file = PlacementFile {
+            path: "p.json".into(),
+            placement: placement(),
+        };
+        d.place_by(
+            1,
+            file,
+            "/opt/app/bin/app",
+            Some(objtier_sys::maps::Maps::parse("")),
+            |_| None,
+        );
+        let p = d.processes.get_mut(&1).unwrap();
+        assert!(p.placements.is_empty(), "nothing is mapped yet");
+        let site = 0xabcdu64;
+        crate::process::tests::push_site(p, site, &[0x70_0000_2020]);
+        p.drain();
+        let later = objtier_sys::maps::Maps::parse(
+            "7000000000-7000010000 r-xp 00000000 fe:00 7 /elsewhere/app\n",
+        );
+        p.name_sites(&later);
+        assert_eq!(p.ring.control().site_tier(site), Some(1));
+        assert_eq!(p.guided.as_ref().unwrap().placed.get(&site), Some(&1));
+    }
+
+    /// A placement for another program is not applied to a process that kept the environment
+    /// (a shell, mpirun).
+    #[test]
+    fn a_placement_for_another_program_is_left_alone() {
+        let (mut d, _peer, _sys) = daemon();
+        let file = PlacementFile {
+            path: "p.json".into(),
+            placement: placement(),
+        };
+        d.place_by(1, file, "/usr/bin/mpirun", None, |_| None);
+        let p = &d.processes[&1];
+        assert!(p.guided.is_none());
+        assert_eq!(p.ring.control().default_tier(), None);
     }
 }

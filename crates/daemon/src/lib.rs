@@ -19,6 +19,7 @@
 pub mod config;
 pub mod guided;
 pub mod pending;
+mod phases;
 pub mod process;
 mod profiling;
 pub mod recorder;

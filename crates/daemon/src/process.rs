@@ -1831,6 +1831,20 @@ pub(crate) mod tests {
         Process::synthetic(1, 1, 64, 64 << 20).unwrap()
     }
 
+    /// Describes `site` as the library does, one `SiteFrame` event per return address.
+    pub(crate) fn push_site(p: &Process, site: u64, ips: &[u64]) {
+        for (i, &ip) in ips.iter().enumerate() {
+            assert!(p.ring.header().push(&Event {
+                kind: EventKind::SiteFrame as u32,
+                flags: 0,
+                addr: ip,
+                len: (i as u64) << 32 | ips.len() as u64,
+                time_ns: 5,
+                site,
+            }));
+        }
+    }
+
     pub(crate) fn push(p: &Process, kind: EventKind, addr: u64, len: u64, flags: u32) {
         assert!(p.ring.header().push(&Event {
             kind: kind as u32,

@@ -44,9 +44,13 @@ impl Daemon {
             .get("observe_only")
             .and_then(Value::as_bool)
             .unwrap_or(false);
+        let exe = request
+            .get("exe")
+            .and_then(Value::as_str)
+            .map(|e| e.chars().take(4096).collect());
         let token = self
             .sessions
-            .start(uid, command, observe_only)
+            .start(uid, command, exe, observe_only)
             .ok_or("too many profile sessions are open; finish some first")?;
         tracing::info!(uid, observe_only, "profile session opened");
         Ok(json!({
@@ -297,4 +301,83 @@ fn modules_of(finished: &crate::recorder::Finished, pid: u32) -> Vec<Module> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::process::tests::{process, push, push_site};
+    use objtier_wire::{control_flags, EventKind};
+    use serde_json::json;
+
+    /// A profile session through the daemon: a process joins with its token (and the library
+    /// is told to report every free), its objects and site are recorded over an interval, it
+    /// detaches, and the finish gives the profile, pending until then.
+    #[test]
+    fn a_session_records_a_process_from_attach_to_detach() {
+        let sys = tempfile::tempdir().unwrap();
+        let mut config = crate::config::DaemonConfig::new(sys.path().join("sock"));
+        config.sys_root = sys.path().to_owned();
+        let policy = crate::builtin_policy(&config);
+        let topology = objtier_sys::topology::Topology::two_tiers(64 << 20, 64 << 20, 1 << 30);
+        let mut d = crate::Daemon::new(
+            config,
+            topology,
+            crate::source::AccessSource::none("test"),
+            Box::<objtier_sys::pages::RecordingPageMover>::default(),
+            policy,
+        );
+        let started = d
+            .profile_start(
+                &json!({"cmd": "profile-start", "command": ["app", "in"]}),
+                Some(0),
+            )
+            .unwrap();
+        let token = started["token"].as_u64().unwrap();
+        let (mut p, _peer) = process();
+        p.profile_token = token;
+        d.processes.insert(p.id, p);
+        d.join_profile(1);
+        let p = d.processes.get_mut(&1).unwrap();
+        assert!(p.recorder.is_some() && p.young_ns.is_none());
+        assert!(p.ring.control().has_flag(control_flags::PROFILING));
+        // Two objects of site 9 (push's), its frames, then one freed.
+        push(p, EventKind::Alloc, 0x10_0000, 0x4000, 0);
+        push(p, EventKind::Alloc, 0x20_0000, 0x2000, 0);
+        push_site(p, 9, &[0x5555_0000_1234]);
+        p.drain();
+        d.interval();
+        let pending = d.profile_finish(&json!({"token": token}), Some(0)).unwrap();
+        assert_eq!(
+            pending["pending"],
+            json!([1]),
+            "its process is still attached"
+        );
+        let p = d.processes.get_mut(&1).unwrap();
+        push(p, EventKind::Free, 0x20_0000, 0, 0);
+        p.last_maps = Some(objtier_sys::maps::Maps::parse(
+            "555500000000-555500010000 r-xp 00000000 fe:00 7 /usr/bin/app\n",
+        ));
+        d.detach(1);
+        let done = d
+            .profile_finish(&json!({"token": token}), Some(1000))
+            .unwrap_err();
+        assert!(done.contains("another user"), "{done}");
+        let done = d.profile_finish(&json!({"token": token}), Some(0)).unwrap();
+        let profile: objtier_profile::Profile =
+            serde_json::from_value(done["profile"].clone()).unwrap();
+        assert_eq!(profile.command, ["app", "in"]);
+        let site = profile
+            .sites
+            .iter()
+            .find(|s| s.frames == ["/usr/bin/app+0x1234"])
+            .expect("the site, named by its frame");
+        assert_eq!(
+            (site.allocations, site.bytes_allocated, site.peak_live_bytes),
+            (2, 0x6000, 0x6000)
+        );
+        assert_eq!((site.lifetime.freed, site.lifetime.live_at_exit), (1, 1));
+        assert!(!profile.intervals.is_empty());
+        assert_eq!(profile.peak_footprint_bytes, 0x6000);
+        assert!(!d.sessions.any_open(), "finished: forgotten");
+    }
 }

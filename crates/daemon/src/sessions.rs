@@ -58,6 +58,9 @@ pub struct Session {
     recordings: Vec<ProcessRecording>,
     /// The first process's executable: the profile's program.
     program: Option<String>,
+    /// The command's executable, as the client resolved it: the program of a profile no
+    /// process attached to.
+    command_exe: Option<String>,
     /// The source's weight for the session's processes, and the part that fell on objects.
     sampled: f64,
     attributed: f64,
@@ -89,8 +92,16 @@ pub struct ProfileContext<'a> {
 }
 
 impl Sessions {
-    /// Opens a session for a client of `uid`; None when too many are open.
-    pub fn start(&mut self, uid: u32, command: Vec<String>, observe_only: bool) -> Option<u64> {
+    /// Opens a session for a client of `uid` running `command` (whose executable the client
+    /// resolved as `exe`: the profile's program should no process of it attach); None when too
+    /// many are open.
+    pub fn start(
+        &mut self,
+        uid: u32,
+        command: Vec<String>,
+        exe: Option<String>,
+        observe_only: bool,
+    ) -> Option<u64> {
         self.sessions
             .retain(|_, s| !(s.attached.is_empty() && s.last_active.elapsed() > ABANDONED_AFTER));
         if self.sessions.len() >= MAX_SESSIONS {
@@ -113,6 +124,7 @@ impl Sessions {
                 attached: BTreeSet::new(),
                 recordings: Vec::new(),
                 program: None,
+                command_exe: exe,
                 sampled: 0.0,
                 attributed: 0.0,
                 last_active: Instant::now(),
@@ -252,7 +264,11 @@ impl Session {
                 });
             }
         }
-        let exe = self.program.clone().unwrap_or_default();
+        let exe = self
+            .program
+            .clone()
+            .or(self.command_exe.clone())
+            .unwrap_or_default();
         let mut modules: BTreeMap<String, Option<String>> = BTreeMap::new();
         for r in &self.recordings {
             for m in &r.modules {
@@ -399,7 +415,9 @@ mod tests {
     #[test]
     fn two_processes_make_one_profile_on_one_timeline() {
         let mut sessions = Sessions::default();
-        let token = sessions.start(1000, vec!["app".into()], false).unwrap();
+        let token = sessions
+            .start(1000, vec!["app".into()], None, false)
+            .unwrap();
         assert!(
             sessions
                 .join(token, 2000, 1, "/usr/bin/app", 0, 1)
@@ -464,8 +482,8 @@ mod tests {
     fn sessions_are_bounded() {
         let mut sessions = Sessions::default();
         for _ in 0..MAX_SESSIONS {
-            assert!(sessions.start(1, vec![], false).is_some());
+            assert!(sessions.start(1, vec![], None, false).is_some());
         }
-        assert!(sessions.start(1, vec![], false).is_none());
+        assert!(sessions.start(1, vec![], None, false).is_none());
     }
 }

@@ -929,8 +929,10 @@ impl Daemon {
                 report.source_error = Some(e.to_string());
             }
         }
-        // Profiled processes close this interval's row of their recording.
+        // Profiled processes close this interval's row of their recording; processes with
+        // per-phase guidance move the arenas of a phase they entered.
         self.profile_interval_ended();
+        self.follow_phases();
         // 2. Aggregation (the EMA of every record) happens once the trigger has spoken: in the
         // pass that builds the candidates when it enforces, else in a walk of its own.
 
@@ -1431,7 +1433,7 @@ impl Daemon {
     }
 
     /// The node of a tier that new pages should go to: the one with most free memory.
-    fn target_node(&self, tier: usize) -> u32 {
+    pub(crate) fn target_node(&self, tier: usize) -> u32 {
         self.topology.tiers[tier]
             .nodes
             .iter()

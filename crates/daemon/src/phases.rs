@@ -1,0 +1,158 @@
+//! Per-phase guidance at run time (Effler et al. §3.2, `objtier advise --phases`): a placement
+//! that groups its sites into arenas, each with a tier per phase, and the phases' access
+//! vectors. After each interval's attribution the daemon tells which phase a guided process
+//! is in, from the same per-site access shares the advice computed its phases from
+//! (`objtier_policy::advise::phases::classify`), or from the program's own word
+//! (`objtier_phase`); at a change it moves every arena whose tier changes, whole: the site
+//! table sends the arena's new objects to the new tier, and its live objects' pages move there.
+//!
+//! A change detected from samples must hold for two intervals in a row before anything moves
+//! (one interval's sampling noise would otherwise move whole arenas back and forth); a phase
+//! the program announces is acted on at once. The moves are the placement's own: `--no-migrate`
+//! keeps the online policy from moving pages, not the arenas the placement says move.
+
+use crate::Daemon;
+use objtier_policy::advise::phases::classify;
+use objtier_wire::PAGE_SIZE;
+
+/// Intervals in a row a phase seen in the samples must hold before the arenas move.
+const PHASE_SETTLED_INTERVALS: u32 = 2;
+/// Pages moved per `move_pages` call.
+const BATCH_PAGES: usize = 1024;
+
+impl Daemon {
+    /// Tells each guided process's phase, and moves the arenas of a new one.
+    pub(crate) fn follow_phases(&mut self) {
+        let tiers = self.topology.tiers.len();
+        let ids: Vec<u64> = self
+            .processes
+            .iter()
+            .filter(|(_, p)| {
+                p.guided
+                    .as_ref()
+                    .is_some_and(|g| g.placement.phases.is_some())
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            let Some(change) = self.phase_change(id) else {
+                continue;
+            };
+            self.enter_phase(id, change, tiers);
+        }
+    }
+
+    /// The phase process `id` has entered, if it has: the program's mark, or what this
+    /// interval's accesses say once they have said it long enough.
+    fn phase_change(&mut self, id: u64) -> Option<usize> {
+        let p = self.processes.get_mut(&id)?;
+        let mark = p.phase_mark.take();
+        let g = p.guided.as_ref()?;
+        let plan = g.placement.phases.as_ref()?;
+        let count = plan.centroids.len();
+        if let Some(mark) = mark.map(|m| m as usize).filter(|&m| m < count) {
+            return (Some(mark) != g.phase).then_some(mark);
+        }
+        let mut accesses = vec![0.0; g.placement.sites.len()];
+        for (_, record) in p.records.iter() {
+            if let Some(&index) = g.placed.get(&record.site) {
+                accesses[index] += record.interval_accesses as f64;
+            }
+        }
+        let seen = classify(&plan.centroids, &accesses)?;
+        let g = p.guided.as_mut()?;
+        if Some(seen) == g.phase {
+            g.phase_streak = None;
+            return None;
+        }
+        let streak = match g.phase_streak {
+            Some((phase, n)) if phase == seen => n + 1,
+            _ => 1,
+        };
+        g.phase_streak = Some((seen, streak));
+        (streak >= PHASE_SETTLED_INTERVALS).then_some(seen)
+    }
+
+    /// Moves process `id` into `phase`: each arena whose tier changes gets its new objects, and
+    /// its live objects' pages, in the new tier.
+    fn enter_phase(&mut self, id: u64, phase: usize, tiers: usize) {
+        let Some(p) = self.processes.get_mut(&id) else {
+            return;
+        };
+        let Some(g) = p.guided.as_mut() else {
+            return;
+        };
+        let Some(plan) = g.placement.phases.clone() else {
+            return;
+        };
+        let old = g.phase.unwrap_or(plan.initial);
+        g.phase = Some(phase);
+        g.phase_streak = None;
+        let here = |t: u32| -> u32 {
+            let last = tiers.saturating_sub(1) as u32;
+            if t as usize + 1 >= g.placement.computed_for.tiers.len().max(1) {
+                last
+            } else {
+                t.min(last)
+            }
+        };
+        // Site id → its arena's new tier, for the arenas that change.
+        let moving: std::collections::HashMap<u64, u32> = g
+            .placed
+            .iter()
+            .filter_map(|(&site, &index)| {
+                let arena = g.placement.sites.get(index)?.arena?;
+                let tiers = plan.arenas.get(arena)?;
+                let (from, to) = (*tiers.get(old)?, *tiers.get(phase)?);
+                (from != to).then(|| (site, here(to)))
+            })
+            .collect();
+        tracing::info!(
+            pid = p.pid,
+            from = old,
+            to = phase,
+            sites = moving.len(),
+            "phase change: moving the arenas whose tier changes"
+        );
+        for (&site, &tier) in &moving {
+            p.ring.control().set_site_placement(site, Some(tier), 0);
+            p.placements
+                .insert(site, (tier, crate::process::PlacedBy::Guided));
+        }
+        if moving.is_empty() || p.exited() {
+            return;
+        }
+        let pid = p.pid;
+        let mut by_tier: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+        for (start, record) in p.records.iter_mut() {
+            if let Some(&tier) = moving.get(&record.site) {
+                by_tier
+                    .entry(tier)
+                    .or_default()
+                    .extend((start..start + record.len).step_by(PAGE_SIZE));
+                record.resident = crate::process::ResidentPages::UNKNOWN;
+            }
+        }
+        for (tier, pages) in by_tier {
+            let node = self.target_node(tier as usize);
+            let mut status = vec![0; BATCH_PAGES];
+            let mut moved = 0u64;
+            for batch in pages.chunks(BATCH_PAGES) {
+                let status = &mut status[..batch.len()];
+                match self.mover.move_to(pid, batch, node, status) {
+                    Ok(()) => moved += status.iter().filter(|&&s| s == node as i32).count() as u64,
+                    Err(e) => {
+                        tracing::warn!(pid, "moving an arena to tier {tier}: {e}");
+                        break;
+                    }
+                }
+            }
+            if tier == 0 {
+                self.totals.promoted_pages += moved;
+            } else {
+                self.totals.demoted_pages += moved;
+            }
+            tracing::info!(pid, tier, pages = moved, "arena pages moved");
+        }
+    }
+}
