@@ -1600,10 +1600,16 @@ fn free_key(chunk: usize, start: usize, pages: usize) -> Free {
 const MPOL_PREFERRED: i64 = 1;
 const MPOL_PREFERRED_MANY: i64 = 5;
 
-/// Binds `[base, base + bytes)` to prefer the nodes in `nodes`: all of them where the kernel
-/// has `MPOL_PREFERRED_MANY` (5.15+), else the lowest one; `nodes` 0 gives the range back to the
+/// Binds `[base, base + bytes)` to prefer the nodes in `nodes`: the node itself
+/// (`MPOL_PREFERRED`) when it is one, all of them where the kernel has `MPOL_PREFERRED_MANY`
+/// (5.15+) when they are several, else the lowest one; `nodes` 0 gives the range back to the
 /// default policy. A failure leaves the range as it was (its objects start wherever first touch
 /// or the old policy puts them, and the daemon moves them later).
+///
+/// One node is bound with `MPOL_PREFERRED` because of huge pages: under it a fault that finds
+/// no free 2 MiB block on the node takes base pages there, where `MPOL_PREFERRED_MANY` takes
+/// the huge page from another node at once (without reclaim or compaction on the preferred
+/// ones): on a fragmented fast node, objects placed fast were born slow in 2 MiB steps.
 pub(crate) fn bind_preferred(base: usize, bytes: usize, nodes: u64) {
     if crate::sandbox::confined() {
         return;
@@ -1625,7 +1631,12 @@ pub(crate) fn bind_preferred(base: usize, bytes: usize, nodes: u64) {
     }
     let mask = [nodes, 0u64];
     let lowest = [1u64 << nodes.trailing_zeros(), 0u64];
-    for (mode, mask) in [(MPOL_PREFERRED_MANY, &mask), (MPOL_PREFERRED, &lowest)] {
+    let modes: &[(i64, &[u64; 2])] = if nodes.is_power_of_two() {
+        &[(MPOL_PREFERRED, &mask)]
+    } else {
+        &[(MPOL_PREFERRED_MANY, &mask), (MPOL_PREFERRED, &lowest)]
+    };
+    for &(mode, mask) in modes {
         // SAFETY: mbind on a range we own; the mask outlives the call and holds maxnode bits.
         let rc = unsafe {
             libc::syscall(

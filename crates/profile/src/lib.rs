@@ -33,7 +33,7 @@ use std::path::Path;
 pub const MAX_FILE_BYTES: u64 = 1 << 30;
 
 /// The program a file is about.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Program {
     /// Its executable, as `/proc/PID/exe` named it.
     pub exe: String,
@@ -68,7 +68,7 @@ pub fn file_name(path: &str) -> &str {
 }
 
 /// A module (executable or shared library) that frames name.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Module {
     pub path: String,
     /// Its GNU build-id (hex), null where it has none or it could not be read.
@@ -77,7 +77,18 @@ pub struct Module {
 
 /// What a site is.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum SiteKind {
@@ -267,9 +278,55 @@ pub fn write_text(file: &Path, text: &str) -> std::io::Result<()> {
     result
 }
 
+/// The JSON Schema of the profile (docs/formats/objtier-profile.schema.json is this).
+pub fn profile_schema() -> String {
+    schema_of::<Profile>(PROFILE_FORMAT, PROFILE_VERSION)
+}
+
+/// The JSON Schema of the placement (docs/formats/objtier-placement.schema.json is this).
+pub fn placement_schema() -> String {
+    schema_of::<Placement>(PLACEMENT_FORMAT, PLACEMENT_VERSION)
+}
+
+fn schema_of<T: schemars::JsonSchema>(format: &str, version: u32) -> String {
+    let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
+    // The two fields every reader checks first hold one value each.
+    if let Some(properties) = schema.get_mut("properties") {
+        properties["format"] = serde_json::json!({"const": format});
+        properties["version"] = serde_json::json!({"const": version});
+    }
+    let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The schemas under docs/formats are the types' own; `OBJTIER_UPDATE_SCHEMAS=1 cargo test
+    /// -p objtier-profile` writes them again after a change of the types.
+    #[test]
+    fn the_documented_schemas_are_current() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/formats");
+        for (file, schema) in [
+            ("objtier-profile.schema.json", profile_schema()),
+            ("objtier-placement.schema.json", placement_schema()),
+        ] {
+            let path = dir.join(file);
+            if std::env::var_os("OBJTIER_UPDATE_SCHEMAS").is_some() {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&path, &schema).unwrap();
+            }
+            let committed = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                committed == schema,
+                "{} is not the schema of the types: run OBJTIER_UPDATE_SCHEMAS=1 cargo test -p \
+                 objtier-profile, and say what changed in docs/formats.md",
+                path.display()
+            );
+        }
+    }
 
     #[test]
     fn frames_parse() {

@@ -18,7 +18,7 @@ pub const PLACEMENT_FORMAT: &str = "objtier-placement";
 pub const PLACEMENT_VERSION: u32 = 1;
 
 /// A whole placement.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Placement {
     pub format: String,
     pub version: u32,
@@ -41,7 +41,7 @@ pub struct Placement {
 }
 
 /// What the placement was computed for.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ComputedFor {
     /// The tiers, fastest first: the bytes of the program's objects each may hold, and the
     /// cost coefficients the algorithm weighed loads and stores with.
@@ -57,7 +57,7 @@ pub struct ComputedFor {
 }
 
 /// One tier as the advice saw it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlannedTier {
     /// `null`: unbounded.
     pub capacity_bytes: Option<u64>,
@@ -75,7 +75,7 @@ fn one() -> f64 {
 }
 
 /// One placed site.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlacedSite {
     #[serde(default)]
     pub kind: SiteKind,
@@ -100,7 +100,7 @@ pub struct PlacedSite {
 /// Per-phase guidance (Effler et al. §3.2): the run is a sequence of phases, each site belongs
 /// to one arena, and each arena has a tier per phase; at a phase change the daemon moves every
 /// arena whose tier changes, whole.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PhasePlan {
     /// Per arena, its tier in each phase.
     pub arenas: Vec<Vec<u32>>,

@@ -17,7 +17,7 @@ pub const PROFILE_FORMAT: &str = "objtier-profile";
 pub const PROFILE_VERSION: u32 = 1;
 
 /// Where the accesses came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
     /// PMU address sampling (PEBS, IBS, SPE) or a perf software event.
@@ -45,7 +45,7 @@ impl Source {
 }
 
 /// A whole profile.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Profile {
     pub format: String,
     pub version: u32,
@@ -91,7 +91,7 @@ fn one() -> u32 {
 }
 
 /// How the accesses were measured, and how much of them could be attributed to objects.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Measurement {
     /// The source as the daemon described it (event, intervals).
     #[serde(default)]
@@ -119,7 +119,7 @@ pub struct Measurement {
 }
 
 /// One tier of the profiling machine.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TierInfo {
     pub nodes: Vec<u32>,
     pub capacity_bytes: u64,
@@ -131,7 +131,7 @@ pub struct TierInfo {
 }
 
 /// One profiled process.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcessInfo {
     pub pid: u32,
     pub exe: String,
@@ -144,7 +144,7 @@ pub struct ProcessInfo {
 }
 
 /// One interval of the timeline, in seconds since the profile began.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Interval {
     pub start_s: f64,
     pub end_s: f64,
@@ -157,7 +157,7 @@ impl Interval {
 }
 
 /// One allocation site (or pseudo-site).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Site {
     #[serde(default)]
     pub kind: SiteKind,
@@ -191,7 +191,7 @@ impl Site {
 }
 
 /// How long a site's objects lived.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Lifetime {
     /// Objects freed while profiled (their lifetimes are the figures below).
     pub freed: u64,
@@ -272,7 +272,7 @@ impl LifetimeHistogram {
 
 /// A site per interval, for the intervals in which it had live objects, accesses or
 /// allocations (others are all zero): columns of equal length.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Series {
     /// Indices into the profile's `intervals`, increasing.
     pub interval: Vec<usize>,
