@@ -119,5 +119,22 @@ fi
 # With its sites left unplaced, first touch decides again.
 if python3 $CHECK "$WORK/other.json" --below 0.4; then pass another-build-runs-as-unplaced; else fail another-build-runs-as-unplaced; fi
 
+# 5. A placement larger than the fast tier: what does not fit falls back to the slow tier, the
+# program runs, and status says how much overflowed.
+"$BIN/objtier" advise "$WORK/tb.profile.json" --fast-capacity 2G -o "$WORK/big.placement.json" > /dev/null
+"$BIN/objtier" run --placement "$WORK/big.placement.json" --no-migrate --daemon-log "$WORK/daemon.log" -- \
+	"$BIN/tierbench" hotcold --objects 8 --size 96M --hot 2 --sites distinct --seconds 8 --json > "$WORK/big.json" &
+big=$!
+overflow=0
+for _ in $(seq 60); do
+	"$BIN/objtier" status --json > "$WORK/status.json" 2>/dev/null || true
+	overflow=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(max([p["placement"]["overflow_bytes"] for p in d["processes"] if p["placement"]] or [0]))' "$WORK/status.json" 2>/dev/null || echo 0)
+	[ "$overflow" -gt 0 ] && break
+	sleep 0.2
+done
+if wait $big; then pass an-oversized-placement-runs; else fail an-oversized-placement-runs; fi
+echo "   overflow reported: $((overflow >> 20)) MiB"
+if [ "$overflow" -gt $((64 << 20)) ]; then pass status-says-how-much-overflowed; else fail status-says-how-much-overflowed; daemon_log; fi
+
 echo "guided: $PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

@@ -156,3 +156,113 @@ impl Daemon {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::guided::PlacementFile;
+    use objtier_profile::placement::{ComputedFor, PhasePlan, PlacedSite, PlannedTier};
+    use objtier_profile::{Placement, Program};
+    use objtier_sys::pages::RecordingPageMover;
+    use objtier_wire::{event_flags, Event, EventKind};
+    use std::sync::{Arc, Mutex};
+
+    /// Two sites, each fast in one of two phases: the samples of the second phase, two
+    /// intervals in a row, move each arena to its tier there (new objects and live pages), and
+    /// the program's own mark moves them back at once.
+    #[test]
+    fn arenas_move_whole_at_a_phase_change() {
+        let sys = tempfile::tempdir().unwrap();
+        let mut config = crate::config::DaemonConfig::new(sys.path().join("sock"));
+        config.sys_root = sys.path().to_owned();
+        let policy = crate::builtin_policy(&config);
+        let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+        let topology = objtier_sys::topology::Topology::two_tiers(64 << 20, 64 << 20, 1 << 30);
+        let mut d = crate::Daemon::new(
+            config,
+            topology,
+            crate::source::AccessSource::none("test"),
+            Box::new(fake.clone()),
+            policy,
+        );
+        let (p, _peer) = crate::process::tests::process();
+        let pid = p.pid;
+        d.processes.insert(p.id, p);
+        let tier = |capacity| PlannedTier {
+            capacity_bytes: capacity,
+            load_cost: 1.0,
+            store_cost: 1.0,
+            nodes: vec![],
+        };
+        let mut placement = Placement::new(
+            Program::default(),
+            "hotset",
+            ComputedFor {
+                tiers: vec![tier(Some(1 << 20)), tier(None)],
+                ..ComputedFor::default()
+            },
+        );
+        for (offset, arena, tier) in [(0x10, 0, 0), (0x20, 1, 1)] {
+            placement.sites.push(PlacedSite {
+                frames: vec![format!("/usr/bin/app+{offset:#x}")],
+                tier,
+                arena: Some(arena),
+                ..PlacedSite::default()
+            });
+        }
+        placement.phases = Some(PhasePlan {
+            arenas: vec![vec![0, 1], vec![1, 0]],
+            centroids: vec![vec![1.0, 0.0], vec![0.0, 1.0]],
+            initial: 0,
+        });
+        let maps = objtier_sys::maps::Maps::parse(
+            "555500000000-555500010000 r-xp 00000000 fe:00 7 /usr/bin/app\n",
+        );
+        let file = PlacementFile {
+            path: "p.json".into(),
+            placement: Arc::new(placement),
+        };
+        d.place_by(1, file, "/usr/bin/app", Some(maps), |_| None);
+        let (a, b) = (
+            objtier_wire::site_id::of(&[0x5555_0000_0010]),
+            objtier_wire::site_id::of(&[0x5555_0000_0020]),
+        );
+        let p = d.processes.get_mut(&1).unwrap();
+        assert_eq!((p.ring.control().site_tier(a), p.ring.control().site_tier(b)), (Some(0), Some(1)));
+        for (start, site, node) in [(0x10_0000u64, a, 0), (0x20_0000, b, 1)] {
+            assert!(p.ring.header().push(&Event {
+                kind: EventKind::Alloc as u32,
+                flags: event_flags::SNAPSHOT,
+                addr: start,
+                len: 0x4000,
+                time_ns: 1,
+                site,
+            }));
+            fake.lock().unwrap().place(pid, start, 0x4000, node);
+        }
+        p.drain();
+        let hot_b = |d: &mut crate::Daemon| {
+            let p = d.processes.get_mut(&1).unwrap();
+            for (_, r) in p.records.iter_mut() {
+                r.interval_accesses = if r.site == b { 10.0 } else { 0.0 };
+            }
+        };
+        hot_b(&mut d);
+        d.follow_phases();
+        assert!(fake.lock().unwrap().moves().is_empty(), "one interval is not enough");
+        hot_b(&mut d);
+        d.follow_phases();
+        let moves = fake.lock().unwrap().moves();
+        assert_eq!(moves.len(), 2, "{moves:?}");
+        assert!(moves.contains(&(1, (0x10_0000..0x10_4000).step_by(4096).collect())));
+        assert!(moves.contains(&(0, (0x20_0000..0x20_4000).step_by(4096).collect())));
+        let p = d.processes.get_mut(&1).unwrap();
+        assert_eq!((p.ring.control().site_tier(a), p.ring.control().site_tier(b)), (Some(1), Some(0)));
+        assert_eq!(p.guided.as_ref().unwrap().phase, Some(1));
+        // The program says it is back in phase 0: at once, whatever the samples say.
+        p.phase_mark = Some(0);
+        d.follow_phases();
+        let p = &d.processes[&1];
+        assert_eq!((p.ring.control().site_tier(a), p.ring.control().site_tier(b)), (Some(0), Some(1)));
+        assert_eq!(fake.lock().unwrap().moves().len(), 4);
+    }
+}
