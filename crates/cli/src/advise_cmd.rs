@@ -190,10 +190,17 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     placement.sites = placed_sites(&placeable, &demands, &advice);
+    let unaccessed = demands.iter().filter(|d| d.accesses <= 0.0).count();
     let mut phase_summary = None;
     if let Some(n) = args.phases {
-        let found = phases::segment(&demands, &timeline, n as usize);
-        let per_phase = phases::per_phase(chosen, &demands, &specs, &timeline, &found);
+        // Over the accessed sites only, the placement's.
+        let accessed: Vec<SiteDemand> = demands
+            .iter()
+            .filter(|d| d.accesses > 0.0)
+            .cloned()
+            .collect();
+        let found = phases::segment(&accessed, &timeline, n as usize);
+        let per_phase = phases::per_phase(chosen, &accessed, &specs, &timeline, &found);
         phase_summary = Some(apply_phases(&mut placement, &found, &per_phase));
     }
     let output = args
@@ -232,6 +239,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<ExitCode> {
                 "peak_footprint_bytes": footprint,
                 "tiers": planned_tiers,
                 "sites": placement.sites.len(),
+                "unaccessed_sites": unaccessed,
                 "unplaceable_share": if total > 0.0 { unplaceable / total } else { 0.0 },
                 "algorithms": algorithms,
                 "phases": phase_summary,
@@ -247,6 +255,14 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<ExitCode> {
             unplaceable,
             &output,
         );
+        if unaccessed > 0 {
+            println!(
+                "  {unaccessed} site(s) the profile saw no access to are left to the fallback tier ({})",
+                placement
+                    .fallback_tier
+                    .map_or("first touch".to_string(), |t| format!("tier {t}"))
+            );
+        }
         if let Some(summary) = phase_summary {
             println!("{summary}");
         }
@@ -399,11 +415,16 @@ fn scaled(mut outcomes: Vec<TierOutcome>, total: f64) -> Vec<TierOutcome> {
     outcomes
 }
 
+/// The placement's sites: every placed site the profile saw accessed. A site the profile saw
+/// no access to is left to the fallback tier (first touch, by default): sampling says little
+/// of an object that lived between two of its looks, and a hot one placed slow on no evidence
+/// costs more than a cold one left where it falls.
 fn placed_sites(sites: &[&Site], demands: &[SiteDemand], advice: &Advice) -> Vec<PlacedSite> {
     sites
         .iter()
         .zip(demands)
         .zip(&advice.sites)
+        .filter(|((_, demand), _)| demand.accesses > 0.0)
         .map(|((site, demand), placed)| PlacedSite {
             kind: site.kind,
             frames: site.frames.clone(),

@@ -3,6 +3,7 @@
 //! the daemon a control request.
 
 use anyhow::{bail, Context};
+use clap::Args;
 use objtier_daemon::config::default_socket_path;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -10,6 +11,47 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Where a command that runs a program finds its daemon and the library (`run`, `profile`).
+#[derive(Args, Clone, Debug, Default)]
+pub struct LaunchArgs {
+    /// Daemon socket (default: $OBJTIER_SOCKET, /run/objtier/objtier.sock as root, else per user).
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+    /// Path of libobjtier.so (default: beside this executable, then ../lib, then $OBJTIER_LIB).
+    #[arg(long)]
+    pub lib: Option<PathBuf>,
+    /// Where a daemon started by this command logs (default: beside the socket, daemon.log).
+    #[arg(long)]
+    pub daemon_log: Option<PathBuf>,
+}
+
+impl LaunchArgs {
+    pub fn socket(&self) -> PathBuf {
+        self.socket.clone().unwrap_or_else(default_socket_path)
+    }
+
+    /// Starts a daemon on `socket` (with `extra` options) unless one listens there; true if
+    /// this started it (and said so on stderr).
+    pub fn ensure_daemon(&self, socket: &Path, extra: &[String]) -> anyhow::Result<bool> {
+        if daemon_is_listening(socket) {
+            return Ok(false);
+        }
+        let log = self.daemon_log.clone().unwrap_or_else(|| {
+            socket
+                .parent()
+                .unwrap_or(Path::new("/tmp"))
+                .join("daemon.log")
+        });
+        start_daemon(socket, &log, extra)?;
+        eprintln!(
+            "objtier: started a daemon on {} (log: {})",
+            socket.display(),
+            log.display()
+        );
+        Ok(true)
+    }
+}
 
 /// Finds libobjtier.so: --lib, $OBJTIER_LIB, beside the executable, ../lib, then system dirs.
 pub fn find_library(explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {

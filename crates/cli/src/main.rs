@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use objtier_daemon::config::{default_socket_path, DaemonConfig, SourceChoice};
 use objtier_policy::{Prioritization, SitePlacement, TriggerSpec};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
@@ -87,15 +87,8 @@ struct RunArgs {
     /// Priority of this program among attached processes (higher wins the fast tier).
     #[arg(long, allow_hyphen_values = true)]
     priority: Option<i32>,
-    /// Daemon socket (default: $OBJTIER_SOCKET, /run/objtier/objtier.sock as root, else per user).
-    #[arg(long)]
-    socket: Option<PathBuf>,
-    /// Path of libobjtier.so (default: beside this executable, then ../lib, then $OBJTIER_LIB).
-    #[arg(long)]
-    lib: Option<PathBuf>,
-    /// Where a daemon started by this command logs (default: beside the socket, daemon.log).
-    #[arg(long)]
-    daemon_log: Option<PathBuf>,
+    #[command(flatten)]
+    launch: launch::LaunchArgs,
     /// Do not start a daemon; attach only if one is already running.
     #[arg(long)]
     no_daemon: bool,
@@ -572,8 +565,8 @@ fn parse_regions(s: &str) -> Result<(u64, u64), String> {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let socket = args.socket.unwrap_or_else(default_socket_path);
-    let lib = launch::find_library(args.lib)?;
+    let socket = args.launch.socket();
+    let lib = launch::find_library(args.launch.lib.clone())?;
     // A program the preload cannot reach still runs, as the user asked, but they hear why
     // nothing tiers it.
     if let Some(file) = program::resolve(&args.command[0], std::env::var_os("PATH").as_deref()) {
@@ -583,21 +576,10 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             eprintln!("objtier: warning: {}", why.warning(&file));
         }
     }
-    if !args.no_daemon && !launch::daemon_is_listening(&socket) {
-        let log = args.daemon_log.unwrap_or_else(|| {
-            socket
-                .parent()
-                .unwrap_or(Path::new("/tmp"))
-                .join("daemon.log")
-        });
+    if !args.no_daemon {
         // The program runs either way: without a daemon it simply is not tiered.
-        match launch::start_daemon(&socket, &log, &[]) {
-            Ok(()) => eprintln!(
-                "objtier: started a daemon on {} (log: {})",
-                socket.display(),
-                log.display()
-            ),
-            Err(e) => eprintln!("objtier: warning: running without tiering: {e:#}"),
+        if let Err(e) = args.launch.ensure_daemon(&socket, &[]) {
+            eprintln!("objtier: warning: running without tiering: {e:#}");
         }
     }
     launch::hold_daemon(&socket);
@@ -1017,7 +999,10 @@ mod tests {
         assert!(!c.warm_start);
         assert!(!c.reclaim_cache);
         assert!(!c.short_lived_sites);
-        assert_eq!(c.site_store.as_deref(), Some(Path::new("/srv/sites")));
+        assert_eq!(
+            c.site_store.as_deref(),
+            Some(std::path::Path::new("/srv/sites"))
+        );
         assert_eq!((c.damon.min_regions, c.damon.max_regions), (20, 2000));
         assert_eq!(c.damon_snapshots, 8);
         assert_eq!(
@@ -1042,7 +1027,10 @@ mod tests {
         assert!(c.short_lived_sites);
         assert!(c.warm_start);
         assert!(c.reclaim_cache, "the command line wins");
-        assert_eq!(c.site_store.as_deref(), Some(Path::new("/elsewhere")));
+        assert_eq!(
+            c.site_store.as_deref(),
+            Some(std::path::Path::new("/elsewhere"))
+        );
         assert_eq!(c.alpha, objtier_policy::DEFAULT_ALPHA, "then the default");
         assert_eq!(c.split_bytes, None, "automatic unless given");
         let c = config_from(&["objtier", "daemon", "--split", "8M"]).unwrap();

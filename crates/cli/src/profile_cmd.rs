@@ -5,7 +5,6 @@
 use crate::launch;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use objtier_daemon::config::default_socket_path;
 use objtier_profile::merge::{merge, MergeBy};
 use objtier_profile::{Profile, SiteKind};
 use std::path::{Path, PathBuf};
@@ -35,15 +34,8 @@ pub struct ProfileArgs {
     /// exited (they are left out once this long has passed) [default: 10s].
     #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
     wait: Duration,
-    /// Daemon socket (default: $OBJTIER_SOCKET, /run/objtier/objtier.sock as root, else per user).
-    #[arg(long)]
-    socket: Option<PathBuf>,
-    /// Path of libobjtier.so (default: beside this executable, then ../lib, then $OBJTIER_LIB).
-    #[arg(long)]
-    lib: Option<PathBuf>,
-    /// Where a daemon started by this command logs (default: beside the socket, daemon.log).
-    #[arg(long)]
-    daemon_log: Option<PathBuf>,
+    #[command(flatten)]
+    launch: launch::LaunchArgs,
     /// The program and its arguments (after `--`).
     #[arg(required = true, trailing_var_arg = true)]
     command: Vec<String>,
@@ -73,32 +65,19 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     if let Some(ProfileCmd::Merge(m)) = args.merge {
         return merge_profiles(m);
     }
-    let socket = args.socket.clone().unwrap_or_else(default_socket_path);
-    let lib = launch::find_library(args.lib.clone())?;
-    let mut started = false;
-    if !launch::daemon_is_listening(&socket) {
-        let log = args.daemon_log.clone().unwrap_or_else(|| {
-            socket
-                .parent()
-                .unwrap_or(Path::new("/tmp"))
-                .join("daemon.log")
-        });
-        let mut extra = Vec::new();
-        if let Some(source) = &args.source {
-            extra.extend(["--source".to_string(), source.clone()]);
-        }
-        if let Some(interval) = &args.interval {
-            extra.extend(["--interval".to_string(), interval.clone()]);
-        }
-        launch::start_daemon(&socket, &log, &extra)
-            .context("a profile needs a daemon to record it")?;
-        eprintln!(
-            "objtier: started a daemon on {} (log: {})",
-            socket.display(),
-            log.display()
-        );
-        started = true;
+    let socket = args.launch.socket();
+    let lib = launch::find_library(args.launch.lib.clone())?;
+    let mut extra = Vec::new();
+    if let Some(source) = &args.source {
+        extra.extend(["--source".to_string(), source.clone()]);
     }
+    if let Some(interval) = &args.interval {
+        extra.extend(["--interval".to_string(), interval.clone()]);
+    }
+    let started = args
+        .launch
+        .ensure_daemon(&socket, &extra)
+        .context("a profile needs a daemon to record it")?;
     let session = launch::ask_daemon(
         Some(socket.clone()),
         &serde_json::json!({

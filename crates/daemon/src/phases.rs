@@ -227,7 +227,10 @@ mod tests {
             objtier_wire::site_id::of(&[0x5555_0000_0020]),
         );
         let p = d.processes.get_mut(&1).unwrap();
-        assert_eq!((p.ring.control().site_tier(a), p.ring.control().site_tier(b)), (Some(0), Some(1)));
+        assert_eq!(
+            (p.ring.control().site_tier(a), p.ring.control().site_tier(b)),
+            (Some(0), Some(1))
+        );
         for (start, site, node) in [(0x10_0000u64, a, 0), (0x20_0000, b, 1)] {
             assert!(p.ring.header().push(&Event {
                 kind: EventKind::Alloc as u32,
@@ -248,7 +251,10 @@ mod tests {
         };
         hot_b(&mut d);
         d.follow_phases();
-        assert!(fake.lock().unwrap().moves().is_empty(), "one interval is not enough");
+        assert!(
+            fake.lock().unwrap().moves().is_empty(),
+            "one interval is not enough"
+        );
         hot_b(&mut d);
         d.follow_phases();
         let moves = fake.lock().unwrap().moves();
@@ -256,13 +262,19 @@ mod tests {
         assert!(moves.contains(&(1, (0x10_0000..0x10_4000).step_by(4096).collect())));
         assert!(moves.contains(&(0, (0x20_0000..0x20_4000).step_by(4096).collect())));
         let p = d.processes.get_mut(&1).unwrap();
-        assert_eq!((p.ring.control().site_tier(a), p.ring.control().site_tier(b)), (Some(1), Some(0)));
+        assert_eq!(
+            (p.ring.control().site_tier(a), p.ring.control().site_tier(b)),
+            (Some(1), Some(0))
+        );
         assert_eq!(p.guided.as_ref().unwrap().phase, Some(1));
         // The program says it is back in phase 0: at once, whatever the samples say.
         p.phase_mark = Some(0);
         d.follow_phases();
         let p = &d.processes[&1];
-        assert_eq!((p.ring.control().site_tier(a), p.ring.control().site_tier(b)), (Some(0), Some(1)));
+        assert_eq!(
+            (p.ring.control().site_tier(a), p.ring.control().site_tier(b)),
+            (Some(0), Some(1))
+        );
         assert_eq!(fake.lock().unwrap().moves().len(), 4);
     }
 }

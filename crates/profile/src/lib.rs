@@ -148,6 +148,42 @@ pub fn read_text(file: &Path, what: &str) -> Result<String, FormatError> {
     Ok(text)
 }
 
+/// A file kind this crate reads: what its header says, what to call it, how to make one again,
+/// and what its types alone cannot check.
+pub(crate) trait Versioned: serde::de::DeserializeOwned {
+    const FORMAT: &'static str;
+    const VERSION: u32;
+    /// "profile", "placement".
+    const WHAT: &'static str;
+    /// The command that makes one.
+    const MADE_BY: &'static str;
+    fn check(&self, file: &Path) -> Result<(), FormatError>;
+}
+
+/// Parses and checks a file of kind `T` read from `file` (named in errors).
+pub(crate) fn parse<T: Versioned>(file: &Path, text: &str) -> Result<T, FormatError> {
+    check_header(file, text, T::FORMAT, T::VERSION, T::WHAT)?;
+    let value: T = serde_json::from_str(text).map_err(|e| {
+        FormatError::json(
+            file,
+            &e,
+            &format!(
+                "the file is not a {} objtier can read: make it again with `{}`",
+                T::WHAT,
+                T::MADE_BY
+            ),
+        )
+    })?;
+    value.check(file)?;
+    Ok(value)
+}
+
+/// Reads, parses and checks the file of kind `T` at `file`.
+pub(crate) fn load<T: Versioned>(file: &Path) -> Result<T, FormatError> {
+    let text = read_text(file, T::WHAT)?;
+    parse(file, &text)
+}
+
 /// Checks `"format"` and `"version"` before anything else, so that a file of another kind or
 /// version gets that said rather than a complaint about a field it lacks.
 pub(crate) fn check_header(

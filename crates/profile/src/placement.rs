@@ -8,7 +8,7 @@
 //! placement. docs/formats.md is the reference.
 
 use crate::error::FormatError;
-use crate::{check_header, Module, Program, SiteKind};
+use crate::{Module, Program, SiteKind};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -130,22 +130,12 @@ impl Placement {
 
     /// Parses and checks a placement read from `file` (named in errors).
     pub fn from_json(file: &Path, text: &str) -> Result<Placement, FormatError> {
-        check_header(file, text, PLACEMENT_FORMAT, PLACEMENT_VERSION, "placement")?;
-        let placement: Placement = serde_json::from_str(text).map_err(|e| {
-            FormatError::json(
-                file,
-                &e,
-                "the file is not a placement objtier can read: make it again with `objtier advise`",
-            )
-        })?;
-        placement.check(file)?;
-        Ok(placement)
+        crate::parse(file, text)
     }
 
     /// Reads and checks the placement in `file`.
     pub fn load(file: &Path) -> Result<Placement, FormatError> {
-        let text = crate::read_text(file, "placement")?;
-        Placement::from_json(file, &text)
+        crate::load(file)
     }
 
     pub fn to_json(&self) -> String {
@@ -154,6 +144,37 @@ impl Placement {
 
     /// Checks what the types cannot: tiers in range, frames named, phases consistent.
     pub fn check(&self, file: &Path) -> Result<(), FormatError> {
+        crate::Versioned::check(self, file)
+    }
+
+    /// The build-id the placement expects of module `path`.
+    pub fn build_id_of(&self, path: &str) -> Option<&str> {
+        self.modules
+            .iter()
+            .find(|m| m.path == path)
+            .and_then(|m| m.build_id.as_deref())
+    }
+
+    /// Bytes the placement plans in each tier (for people: budgets where set, else the
+    /// profile's bytes).
+    pub fn planned_bytes_by_tier(&self) -> Vec<u64> {
+        let mut out = vec![0; self.computed_for.tiers.len().max(1)];
+        for site in &self.sites {
+            if let Some(slot) = out.get_mut(site.tier as usize) {
+                *slot += site.budget_bytes.map_or(site.bytes, |b| b.min(site.bytes));
+            }
+        }
+        out
+    }
+}
+
+impl crate::Versioned for Placement {
+    const FORMAT: &'static str = PLACEMENT_FORMAT;
+    const VERSION: u32 = PLACEMENT_VERSION;
+    const WHAT: &'static str = "placement";
+    const MADE_BY: &'static str = "objtier advise";
+
+    fn check(&self, file: &Path) -> Result<(), FormatError> {
         let bad = |problem: String| {
             FormatError::new(file, problem).hint(
                 "the placement was changed by hand or written by a broken tool: make it again \
@@ -208,26 +229,6 @@ impl Placement {
             }
         }
         Ok(())
-    }
-
-    /// The build-id the placement expects of module `path`.
-    pub fn build_id_of(&self, path: &str) -> Option<&str> {
-        self.modules
-            .iter()
-            .find(|m| m.path == path)
-            .and_then(|m| m.build_id.as_deref())
-    }
-
-    /// Bytes the placement plans in each tier (for people: budgets where set, else the
-    /// profile's bytes).
-    pub fn planned_bytes_by_tier(&self) -> Vec<u64> {
-        let mut out = vec![0; self.computed_for.tiers.len().max(1)];
-        for site in &self.sites {
-            if let Some(slot) = out.get_mut(site.tier as usize) {
-                *slot += site.budget_bytes.map_or(site.bytes, |b| b.min(site.bytes));
-            }
-        }
-        out
     }
 }
 

@@ -7,7 +7,7 @@
 //! contract scripts may rely on is marked there.
 
 use crate::error::FormatError;
-use crate::{check_header, Module, Program, SiteKind};
+use crate::{Module, Program, SiteKind};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -386,22 +386,12 @@ impl Profile {
 
     /// Parses and checks a profile read from `file` (named in errors).
     pub fn from_json(file: &Path, text: &str) -> Result<Profile, FormatError> {
-        check_header(file, text, PROFILE_FORMAT, PROFILE_VERSION, "profile")?;
-        let profile: Profile = serde_json::from_str(text).map_err(|e| {
-            FormatError::json(
-                file,
-                &e,
-                "the file is not a profile objtier can read: make it again with `objtier profile`",
-            )
-        })?;
-        profile.check(file)?;
-        Ok(profile)
+        crate::parse(file, text)
     }
 
     /// Reads and checks the profile in `file`.
     pub fn load(file: &Path) -> Result<Profile, FormatError> {
-        let text = crate::read_text(file, "profile")?;
-        Profile::from_json(file, &text)
+        crate::load(file)
     }
 
     /// The profile as JSON (one line per site keeps large profiles readable and diffable).
@@ -411,6 +401,30 @@ impl Profile {
 
     /// Checks what the types cannot: columns of equal length, indices in range, frames named.
     pub fn check(&self, file: &Path) -> Result<(), FormatError> {
+        crate::Versioned::check(self, file)
+    }
+
+    /// The site's module paths' build-ids, by path.
+    pub fn build_id_of(&self, path: &str) -> Option<&str> {
+        self.modules
+            .iter()
+            .find(|m| m.path == path)
+            .and_then(|m| m.build_id.as_deref())
+    }
+
+    /// Sum of all sites' accesses.
+    pub fn total_accesses(&self) -> f64 {
+        self.sites.iter().map(|s| s.accesses).sum()
+    }
+}
+
+impl crate::Versioned for Profile {
+    const FORMAT: &'static str = PROFILE_FORMAT;
+    const VERSION: u32 = PROFILE_VERSION;
+    const WHAT: &'static str = "profile";
+    const MADE_BY: &'static str = "objtier profile";
+
+    fn check(&self, file: &Path) -> Result<(), FormatError> {
         let bad = |problem: String| {
             FormatError::new(file, problem).hint(
                 "the profile was changed by hand or written by a broken tool: make it again with \
@@ -451,19 +465,6 @@ impl Profile {
             }
         }
         Ok(())
-    }
-
-    /// The site's module paths' build-ids, by path.
-    pub fn build_id_of(&self, path: &str) -> Option<&str> {
-        self.modules
-            .iter()
-            .find(|m| m.path == path)
-            .and_then(|m| m.build_id.as_deref())
-    }
-
-    /// Sum of all sites' accesses.
-    pub fn total_accesses(&self) -> f64 {
-        self.sites.iter().map(|s| s.accesses).sum()
     }
 }
 
