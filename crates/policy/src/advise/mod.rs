@@ -32,6 +32,7 @@
 //! whose optimum is known.
 
 mod algorithms;
+mod occupancy;
 pub mod phases;
 
 pub use algorithms::{
