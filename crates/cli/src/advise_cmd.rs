@@ -45,8 +45,9 @@ pub struct AdviseArgs {
     /// How several profiles combine: mean (a typical run) or sum [default: mean].
     #[arg(long, default_value = "mean")]
     merge: MergeBy,
-    /// Where objects of sites the profile did not see go: a tier, or first-touch
-    /// [default: first-touch].
+    /// Where objects of sites the profile did not see accessed go: a tier, or first-touch
+    /// (wherever the kernel puts them: the fast tier while it has room) [default: the slowest
+    /// tier, so that they do not take the room the profile's hot sites will want].
     #[arg(long, value_name = "TIER|first-touch", value_parser = parse_fallback)]
     fallback_tier: Option<Fallback>,
     /// Where to write the placement [default: PROGRAM.placement.json].
@@ -187,7 +188,10 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<ExitCode> {
             specs.len(),
             specs.len() - 1
         ),
-        _ => None,
+        Some(Fallback::FirstTouch) => None,
+        // Objects the profile did not see used stay out of the room its hot sites need, as the
+        // seeds' cold arenas (Effler et al.) and FlexMalloc's fallback allocator do.
+        None => Some((specs.len() - 1) as u32),
     };
     placement.sites = placed_sites(&placeable, &demands, &advice);
     let unaccessed = demands.iter().filter(|d| d.accesses <= 0.0).count();
@@ -416,9 +420,7 @@ fn scaled(mut outcomes: Vec<TierOutcome>, total: f64) -> Vec<TierOutcome> {
 }
 
 /// The placement's sites: every placed site the profile saw accessed. A site the profile saw
-/// no access to is left to the fallback tier (first touch, by default): sampling says little
-/// of an object that lived between two of its looks, and a hot one placed slow on no evidence
-/// costs more than a cold one left where it falls.
+/// no access to is left to the fallback tier, with every site it did not see at all.
 fn placed_sites(sites: &[&Site], demands: &[SiteDemand], advice: &Advice) -> Vec<PlacedSite> {
     sites
         .iter()
