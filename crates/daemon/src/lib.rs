@@ -758,6 +758,11 @@ impl Daemon {
                     self.profile_start(&request, peer_uid)
                         .unwrap_or_else(|e| serde_json::json!({ "error": e }))
                 }
+                Some("profile-snapshot") => {
+                    let peer_uid = peer_cred(&stream).map(|c| c.uid).ok();
+                    self.profile_snapshot(&request, peer_uid)
+                        .unwrap_or_else(|e| serde_json::json!({ "error": e }))
+                }
                 Some("profile-finish") => {
                     let peer_uid = peer_cred(&stream).map(|c| c.uid).ok();
                     self.profile_finish(&request, peer_uid)
@@ -766,7 +771,7 @@ impl Daemon {
                 Some(other) => serde_json::json!({
                     "error": format!(
                         "unknown command {other:?}; this daemon knows: status, place, hold, \
-                         profile-start, profile-finish"
+                         profile-start, profile-finish, profile-snapshot"
                     )
                 }),
                 None => serde_json::json!({"error": "request has no \"cmd\""}),

@@ -119,6 +119,99 @@ impl Daemon {
         }
     }
 
+    /// `{"cmd":"profile-snapshot","pid":P}`: what the daemon has seen of an attached process so
+    /// far, as a profile (`objtier report --pid`): its recording as it stands when it is
+    /// profiled, else its live objects by site, their accesses (the records' access estimates)
+    /// and where their pages are. Only root or the process's owner may ask.
+    pub(crate) fn profile_snapshot(
+        &mut self,
+        request: &Value,
+        peer_uid: Option<u32>,
+    ) -> Result<Value, String> {
+        let pid = request
+            .get("pid")
+            .and_then(Value::as_u64)
+            .ok_or("profile-snapshot needs a \"pid\"")?;
+        let tiers = self.topology.tiers.len();
+        let context_tiers = self.profile_tiers();
+        let source = self.profile_source();
+        let description = self.source.describe();
+        let interval_s = self.config.interval.as_secs_f64();
+        let p = self
+            .processes
+            .values_mut()
+            .filter(|p| p.pid as u64 == pid)
+            .max_by_key(|p| p.id)
+            .ok_or_else(|| {
+                format!("pid {pid} is not attached to this daemon (see `objtier status`)")
+            })?;
+        if peer_uid.is_none_or(|uid| uid != 0 && uid != p.uid) {
+            return Err(format!("pid {pid} is another user's process"));
+        }
+        let now = monotonic_ns();
+        let exe = std::fs::read_link(format!("/proc/{}/exe", p.pid))
+            .map(|e| e.display().to_string())
+            .unwrap_or_default();
+        let mut profile =
+            objtier_profile::Profile::new(source, objtier_profile::Program::of_exe(&exe, None));
+        if p.has_unnamed_sites() {
+            if let Some(maps) = p.last_maps.take() {
+                p.name_sites(&maps);
+                p.last_maps = Some(maps);
+            }
+        }
+        profile.intervals = if p.recorder.is_some() {
+            self.sessions.timeline(p.profile_token, now)
+        } else {
+            vec![objtier_profile::profile::Interval {
+                start_s: 0.0,
+                end_s: now.saturating_sub(p.attached_ns) as f64 / 1e9,
+            }]
+        };
+        let frames_of = |id: u64| {
+            p.sites
+                .get(&id)
+                .and_then(|f| f.names.clone())
+                .filter(|names| !names.iter().any(|n| n.starts_with("?+")))
+        };
+        match &p.recorder {
+            Some(recorder) => {
+                let live: Vec<(SiteKey, u64)> = p
+                    .objects
+                    .iter()
+                    .filter(|(start, _)| !p.blocks.contains_key(start))
+                    .map(|(_, o)| (SiteKey::of_object(o.site), now.saturating_sub(o.created_ns)))
+                    .collect();
+                let finished = recorder.clone().finish(frames_of, live.into_iter(), None);
+                profile.sites = finished.sites;
+                profile.peak_footprint_bytes = finished.peak_live_bytes;
+            }
+            None => {
+                profile.sites = snapshot_sites(p, tiers, &frames_of);
+                profile.peak_footprint_bytes =
+                    profile.sites.iter().map(|s| s.peak_live_bytes).sum();
+            }
+        }
+        profile.command = vec![exe.clone()];
+        profile.duration_s = now.saturating_sub(p.attached_ns) as f64 / 1e9;
+        profile.tiers = context_tiers;
+        profile.objtier_version = env!("CARGO_PKG_VERSION").to_string();
+        profile.measurement = objtier_profile::profile::Measurement {
+            description: if p.recorder.is_some() {
+                description
+            } else {
+                format!("{description}; a live process not profiled: its live objects now, and its records' access estimates (an EMA per interval)")
+            },
+            access_unit: crate::sessions::access_unit(source).to_string(),
+            interval_s,
+            ..Default::default()
+        };
+        profile
+            .sites
+            .sort_by(|a, b| b.accesses.total_cmp(&a.accesses));
+        Ok(json!({ "profile": profile, "profiled": p.recorder.is_some() }))
+    }
+
     fn profile_source(&self) -> Source {
         match self.source.name() {
             "perf" => Source::Perf,
@@ -264,13 +357,103 @@ impl Daemon {
         for p in self.processes.values_mut() {
             if let Some(&i) = index.get(&p.profile_token) {
                 let small = p.small_object_resident_bytes(tiers);
+                let where_ = resident_by_site(p, tiers);
                 if let Some(r) = p.recorder.as_mut() {
                     r.small_objects_resident(small);
-                    r.end_interval(i);
+                    r.end_interval(i, &where_);
                 }
             }
         }
     }
+}
+
+/// A process not profiled, as profile sites: its live objects per site now (and the small-object
+/// blocks' resident bytes), their records' access estimates, and one row of where their pages
+/// are.
+fn snapshot_sites(
+    p: &Process,
+    tiers: usize,
+    frames_of: &dyn Fn(u64) -> Option<Vec<String>>,
+) -> Vec<objtier_profile::Site> {
+    use objtier_profile::{Site, SiteKind};
+    let where_ = resident_by_site(p, tiers);
+    let mut by_site: std::collections::HashMap<SiteKey, (u64, u64, f64)> = Default::default();
+    for (start, o) in p.objects.iter() {
+        if p.blocks.contains_key(start) {
+            continue;
+        }
+        let e = by_site.entry(SiteKey::of_object(o.site)).or_default();
+        e.0 += 1;
+        e.1 += o.len;
+    }
+    by_site.entry(SiteKey::SmallObjects).or_default().1 = p.small_object_resident_bytes(tiers);
+    for (start, r) in p.records.iter() {
+        let in_block = r.site == 0
+            && p.blocks
+                .range(..=start)
+                .next_back()
+                .is_some_and(|(&s, &l)| start < s + l);
+        let key = if in_block {
+            SiteKey::SmallObjects
+        } else {
+            SiteKey::of_object(r.site)
+        };
+        by_site.entry(key).or_default().2 += r.ema_accesses as f64;
+    }
+    by_site
+        .into_iter()
+        .filter(|(_, (objects, bytes, _))| *objects > 0 || *bytes > 0)
+        .map(|(key, (objects, bytes, accesses))| {
+            let (kind, frames) = match key {
+                SiteKey::Site(id) => match frames_of(id) {
+                    Some(frames) => (SiteKind::Site, frames),
+                    None => (SiteKind::Unknown, Vec::new()),
+                },
+                SiteKey::SmallObjects => (SiteKind::SmallObjects, Vec::new()),
+                SiteKey::Unknown => (SiteKind::Unknown, Vec::new()),
+            };
+            let mut site = Site {
+                kind,
+                frames,
+                allocations: objects,
+                bytes_allocated: bytes,
+                peak_live_bytes: bytes,
+                accesses,
+                ..Site::default()
+            };
+            site.series.push(0, bytes, accesses, None, None, 0);
+            if let Some(t) = where_.get(&key) {
+                site.series.set_last_tier_bytes(t.clone());
+            }
+            site
+        })
+        .collect()
+}
+
+/// Where each site's records' pages are, bytes per tier, as last located (records never
+/// located, or moved since, left out).
+fn resident_by_site(p: &Process, tiers: usize) -> std::collections::HashMap<SiteKey, Vec<u64>> {
+    let mut out: std::collections::HashMap<SiteKey, Vec<u64>> = Default::default();
+    for (start, record) in p.records.iter() {
+        if !record.resident.known() {
+            continue;
+        }
+        let in_block = record.site == 0
+            && p.blocks
+                .range(..=start)
+                .next_back()
+                .is_some_and(|(&s, &l)| start < s + l);
+        let key = if in_block {
+            SiteKey::SmallObjects
+        } else {
+            SiteKey::of_object(record.site)
+        };
+        let sums = out.entry(key).or_insert_with(|| vec![0; tiers]);
+        for (sum, b) in sums.iter_mut().zip(record.resident.bytes(tiers)) {
+            *sum += b;
+        }
+    }
+    out
 }
 
 /// The modules a recording's frames name, each with its build-id (read from the file, through
@@ -379,5 +562,56 @@ mod tests {
         assert!(!profile.intervals.is_empty());
         assert_eq!(profile.peak_footprint_bytes, 0x6000);
         assert!(!d.sessions.any_open(), "finished: forgotten");
+    }
+
+    /// A process that is not profiled still has a snapshot: its live objects by site.
+    #[test]
+    fn a_live_process_is_snapshotted_by_site() {
+        let sys = tempfile::tempdir().unwrap();
+        let mut config = crate::config::DaemonConfig::new(sys.path().join("sock"));
+        config.sys_root = sys.path().to_owned();
+        let policy = crate::builtin_policy(&config);
+        let topology = objtier_sys::topology::Topology::two_tiers(64 << 20, 64 << 20, 1 << 30);
+        let mut d = crate::Daemon::new(
+            config,
+            topology,
+            crate::source::AccessSource::none("test"),
+            Box::<objtier_sys::pages::RecordingPageMover>::default(),
+            policy,
+        );
+        let (p, _peer) = process();
+        d.processes.insert(p.id, p);
+        let p = d.processes.get_mut(&1).unwrap();
+        push(
+            p,
+            EventKind::Alloc,
+            0x10_0000,
+            0x4000,
+            objtier_wire::event_flags::SNAPSHOT,
+        );
+        push_site(p, 9, &[0x5555_0000_1234]);
+        p.drain();
+        p.last_maps = Some(objtier_sys::maps::Maps::parse(
+            "555500000000-555500010000 r-xp 00000000 fe:00 7 /usr/bin/app\n",
+        ));
+        assert!(d
+            .profile_snapshot(&json!({"pid": 1}), Some(1000))
+            .unwrap_err()
+            .contains("another user"));
+        assert!(d
+            .profile_snapshot(&json!({"pid": 77}), Some(0))
+            .unwrap_err()
+            .contains("not attached"));
+        let reply = d.profile_snapshot(&json!({"pid": 1}), Some(0)).unwrap();
+        assert_eq!(reply["profiled"], false);
+        let profile: objtier_profile::Profile =
+            serde_json::from_value(reply["profile"].clone()).unwrap();
+        profile.check(std::path::Path::new("snapshot")).unwrap();
+        let site = profile
+            .sites
+            .iter()
+            .find(|s| s.frames == ["/usr/bin/app+0x1234"])
+            .unwrap();
+        assert_eq!((site.allocations, site.peak_live_bytes), (1, 0x4000));
     }
 }

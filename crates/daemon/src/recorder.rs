@@ -120,7 +120,7 @@ impl SiteRecord {
 }
 
 /// A profiled process's recording.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Recorder {
     sites: HashMap<SiteKey, SiteRecord>,
     live_bytes: u64,
@@ -249,10 +249,11 @@ impl Recorder {
         site.weight += latency.unwrap_or(0.0);
     }
 
-    /// Closes interval `index` of the session's timeline: a row for every site active in it.
-    pub fn end_interval(&mut self, index: usize) {
+    /// Closes interval `index` of the session's timeline: a row for every site active in it,
+    /// with where its pages are (`tier_bytes`: bytes per tier by site, as last located).
+    pub fn end_interval(&mut self, index: usize, tier_bytes: &HashMap<SiteKey, Vec<u64>>) {
         let kinds = self.saw_kinds;
-        for site in self.sites.values_mut() {
+        for (key, site) in self.sites.iter_mut() {
             if site.active() {
                 let known = kinds && !site.unknown_kind_in_series;
                 site.series.push(
@@ -263,6 +264,9 @@ impl Recorder {
                     known.then_some(site.now.stores),
                     site.now.allocations,
                 );
+                if let Some(bytes) = tier_bytes.get(key) {
+                    site.series.set_last_tier_bytes(bytes.clone());
+                }
             }
             // The next interval starts with what is live now.
             site.now = Now {
@@ -293,7 +297,7 @@ impl Recorder {
         }
         if let Some(index) = last_interval {
             if self.sites.values().any(SiteRecord::active) {
-                self.end_interval(index);
+                self.end_interval(index, &HashMap::new());
             }
         }
         let kinds = self.saw_kinds;
@@ -386,10 +390,12 @@ mod tests {
         r.block_mapped();
         r.small_objects_resident(1 << 20);
         r.accessed(a, AccessKind::Any, 10.0, None);
-        r.end_interval(0);
+        r.end_interval(0, &HashMap::new());
         r.accessed(a, AccessKind::Any, 5.0, None);
-        r.end_interval(1);
-        r.end_interval(2);
+        let mut where_ = HashMap::new();
+        where_.insert(a, vec![4096, 0]);
+        r.end_interval(1, &where_);
+        r.end_interval(2, &HashMap::new());
         assert_eq!(
             r.peak_live_bytes(),
             4096 + (1 << 20),
@@ -423,6 +429,10 @@ mod tests {
         assert_eq!(site.series.accesses, vec![10.0, 5.0, 0.0]);
         assert_eq!(site.series.live_bytes, vec![12288, 4096, 4096]);
         assert_eq!(site.series.allocations, vec![3, 0, 0]);
+        assert_eq!(
+            site.series.tier_bytes,
+            Some(vec![vec![], vec![4096, 0], vec![]])
+        );
         let small = done
             .sites
             .iter()
@@ -438,7 +448,7 @@ mod tests {
         r.allocated(a, 4096);
         r.accessed(a, AccessKind::Load, 3.0, Some(300.0));
         r.accessed(a, AccessKind::Store, 1.0, Some(50.0));
-        r.end_interval(0);
+        r.end_interval(0, &HashMap::new());
         let done = r.finish(
             |_| Some(vec!["/bin/x+0x1".into()]),
             std::iter::empty(),

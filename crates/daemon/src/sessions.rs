@@ -181,6 +181,30 @@ impl Sessions {
             .and_then(|s| s.boundaries.len().checked_sub(1))
     }
 
+    /// `token`'s timeline so far, in seconds since its start, the interval under way ending now.
+    pub fn timeline(&self, token: u64, now_ns: u64) -> Vec<Interval> {
+        let Some(s) = self.sessions.get(&token) else {
+            return Vec::new();
+        };
+        let start = s.boundaries.first().copied().unwrap_or(now_ns);
+        let seconds = |ns: u64| ns.saturating_sub(start) as f64 / 1e9;
+        let mut out: Vec<Interval> = s
+            .boundaries
+            .windows(2)
+            .map(|w| Interval {
+                start_s: seconds(w[0]),
+                end_s: seconds(w[1]),
+            })
+            .collect();
+        if let Some(&last) = s.boundaries.last() {
+            out.push(Interval {
+                start_s: seconds(last),
+                end_s: seconds(now_ns.max(last)),
+            });
+        }
+        out
+    }
+
     /// Counts the source's weight for a process of `token`, and what of it was attributed.
     pub fn account(&mut self, token: u64, sampled: f64, attributed: f64) {
         if let Some(s) = self.sessions.get_mut(&token) {
@@ -437,8 +461,8 @@ mod tests {
         a.accessed(SiteKey::Site(0x10), AccessKind::Any, 3.0, None);
         for (t, index) in sessions.interval_ended(3_000_000_000) {
             assert_eq!((t, index), (token, 0));
-            a.end_interval(index);
-            b.end_interval(index);
+            a.end_interval(index, &Default::default());
+            b.end_interval(index, &Default::default());
         }
         assert!(matches!(
             sessions.finish(token, 1000, false, 0, &context()).unwrap(),

@@ -192,8 +192,9 @@ fn sum_optional(mut values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
     values.try_fold(0.0, |acc, v| Some(acc + v?))
 }
 
-/// One interval of a merged series: live bytes, accesses, loads, stores, allocations.
-type Row = (f64, f64, Option<f64>, Option<f64>, f64);
+/// One interval of a merged series: live bytes, accesses, loads, stores, allocations, and the
+/// bytes per tier summed.
+type Row = (f64, f64, Option<f64>, Option<f64>, f64, Vec<f64>);
 
 fn merge_sites(sites: &[&Site], scale: f64, intervals: usize) -> Site {
     let first = sites[0];
@@ -232,6 +233,7 @@ fn merge_sites(sites: &[&Site], scale: f64, intervals: usize) -> Site {
                 with_loads.then_some(0.0),
                 with_stores.then_some(0.0),
                 0.0,
+                Vec::new(),
             ));
             e.0 += s.live_bytes[row] as f64;
             e.1 += s.accesses[row];
@@ -242,9 +244,18 @@ fn merge_sites(sites: &[&Site], scale: f64, intervals: usize) -> Site {
                 *sum += col[row];
             }
             e.4 += s.allocations[row] as f64;
+            if let Some(tiers) = s.tier_bytes.as_ref().and_then(|c| c.get(row)) {
+                if e.5.len() < tiers.len() {
+                    e.5.resize(tiers.len(), 0.0);
+                }
+                for (sum, &b) in e.5.iter_mut().zip(tiers) {
+                    *sum += b as f64;
+                }
+            }
         }
     }
-    for (interval, (live, accesses, loads, stores, allocations)) in rows {
+    let with_tiers = sites.iter().any(|s| s.series.tier_bytes.is_some());
+    for (interval, (live, accesses, loads, stores, allocations, tiers)) in rows {
         if interval < intervals {
             out.series.push(
                 interval,
@@ -254,6 +265,11 @@ fn merge_sites(sites: &[&Site], scale: f64, intervals: usize) -> Site {
                 stores.map(|v| v * scale),
                 (allocations * scale).round() as u64,
             );
+            if with_tiers {
+                out.series.set_last_tier_bytes(
+                    tiers.iter().map(|b| (b * scale).round() as u64).collect(),
+                );
+            }
         }
     }
     out

@@ -284,6 +284,11 @@ pub struct Series {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stores: Option<Vec<f64>>,
     pub allocations: Vec<u64>,
+    /// Where the site's pages were at the interval's end, as the daemon located them: bytes
+    /// per tier, fastest first (empty where they were not located). What tiering, objtier's or
+    /// the kernel's, did with the site over time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier_bytes: Option<Vec<Vec<u64>>>,
 }
 
 impl Series {
@@ -313,6 +318,19 @@ impl Series {
         push_optional(&mut self.loads, row, loads);
         push_optional(&mut self.stores, row, stores);
         self.allocations.push(allocations);
+        if let Some(column) = &mut self.tier_bytes {
+            column.push(Vec::new());
+        }
+    }
+
+    /// Sets the last row's bytes per tier (rows before it without one get none).
+    pub fn set_last_tier_bytes(&mut self, bytes_by_tier: Vec<u64>) {
+        let Some(last) = self.len().checked_sub(1) else {
+            return;
+        };
+        let column = self.tier_bytes.get_or_insert_with(Vec::new);
+        column.resize(last + 1, Vec::new());
+        column[last] = bytes_by_tier;
     }
 
     fn check(&self, intervals: usize) -> Result<(), String> {
@@ -323,6 +341,7 @@ impl Series {
             ("allocations", self.allocations.len()),
             ("loads", self.loads.as_ref().map_or(n, Vec::len)),
             ("stores", self.stores.as_ref().map_or(n, Vec::len)),
+            ("tier_bytes", self.tier_bytes.as_ref().map_or(n, Vec::len)),
         ];
         if let Some((name, len)) = lengths.iter().find(|(_, len)| *len != n) {
             return Err(format!(
@@ -544,6 +563,8 @@ mod tests {
         s.push(3, 1, 2.0, Some(1.5), None, 0);
         assert_eq!(s.loads, Some(vec![0.0, 1.5]));
         assert_eq!(s.stores, None);
+        s.set_last_tier_bytes(vec![4096, 0]);
+        assert_eq!(s.tier_bytes, Some(vec![vec![], vec![4096, 0]]));
         assert!(s.check(4).is_ok());
         assert!(s.check(3).unwrap_err().contains("interval 3"));
     }
