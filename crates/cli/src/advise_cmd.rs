@@ -149,6 +149,12 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<ExitCode> {
         })
         .collect();
     let (placeable, demands) = demands(&profile);
+    // Sites the profile saw no access to are cold by its measure: they go to the slowest tier
+    // and take no part in the advice.
+    let (accessed, unaccessed): (Vec<usize>, Vec<usize>) =
+        (0..demands.len()).partition(|&i| demands[i].accesses > 0.0);
+    let cold_bytes: u64 = unaccessed.iter().map(|&i| demands[i].bytes).sum();
+    let accessed_demands: Vec<SiteDemand> = accessed.iter().map(|&i| demands[i].clone()).collect();
     let timeline = Timeline {
         interval_seconds: profile.intervals.iter().map(|i| i.seconds()).collect(),
     };
@@ -158,14 +164,15 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<ExitCode> {
     let outcomes: Vec<(Algorithm, Vec<TierOutcome>)> = Algorithm::ALL
         .iter()
         .map(|&a| {
-            let advice = advise::advise(a, &demands, &specs, &timeline);
-            (
-                a,
-                scaled(advise::evaluate(&demands, &specs, &advice), total),
-            )
+            let advice = advise::advise(a, &accessed_demands, &specs, &timeline);
+            let mut outcome = advise::evaluate(&accessed_demands, &specs, &advice);
+            if let Some(slowest) = outcome.last_mut() {
+                slowest.bytes += cold_bytes;
+            }
+            (a, scaled(outcome, total))
         })
         .collect();
-    let advice = advise::advise(chosen, &demands, &specs, &timeline);
+    let advice = advise::advise(chosen, &accessed_demands, &specs, &timeline);
     let mut placement = Placement::new(
         profile.program.clone(),
         chosen.name(),
@@ -188,23 +195,21 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<ExitCode> {
             specs.len(),
             specs.len() - 1
         ),
-        Some(Fallback::FirstTouch) => None,
-        // Objects the profile did not see used stay out of the room its hot sites need, as the
-        // seeds' cold arenas (Effler et al.) and FlexMalloc's fallback allocator do.
-        None => Some((specs.len() - 1) as u32),
+        Some(Fallback::FirstTouch) | None => None,
     };
-    placement.sites = placed_sites(&placeable, &demands, &advice);
-    let unaccessed = demands.iter().filter(|d| d.accesses <= 0.0).count();
+    placement.sites = placed_sites(
+        &placeable,
+        &demands,
+        &accessed,
+        &unaccessed,
+        &advice,
+        (specs.len() - 1) as u32,
+    );
     let mut phase_summary = None;
     if let Some(n) = args.phases {
         // Over the accessed sites only, the placement's.
-        let accessed: Vec<SiteDemand> = demands
-            .iter()
-            .filter(|d| d.accesses > 0.0)
-            .cloned()
-            .collect();
-        let found = phases::segment(&accessed, &timeline, n as usize);
-        let per_phase = phases::per_phase(chosen, &accessed, &specs, &timeline, &found);
+        let found = phases::segment(&accessed_demands, &timeline, n as usize);
+        let per_phase = phases::per_phase(chosen, &accessed_demands, &specs, &timeline, &found);
         phase_summary = Some(apply_phases(&mut placement, &found, &per_phase));
     }
     let output = args
@@ -243,7 +248,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<ExitCode> {
                 "peak_footprint_bytes": footprint,
                 "tiers": planned_tiers,
                 "sites": placement.sites.len(),
-                "unaccessed_sites": unaccessed,
+                "unaccessed_sites": unaccessed.len(),
                 "unplaceable_share": if total > 0.0 { unplaceable / total } else { 0.0 },
                 "algorithms": algorithms,
                 "phases": phase_summary,
@@ -259,12 +264,14 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<ExitCode> {
             unplaceable,
             &output,
         );
-        if unaccessed > 0 {
+        if !unaccessed.is_empty() {
             println!(
-                "  {unaccessed} site(s) the profile saw no access to are left to the fallback tier ({})",
+                "  {} site(s) the profile saw no access to ({}) go to the slowest tier; sites it did not see {}",
+                unaccessed.len(),
+                mib(cold_bytes),
                 placement
                     .fallback_tier
-                    .map_or("first touch".to_string(), |t| format!("tier {t}"))
+                    .map_or("are left to first touch".to_string(), |t| format!("go to tier {t}"))
             );
         }
         if let Some(summary) = phase_summary {
@@ -419,23 +426,31 @@ fn scaled(mut outcomes: Vec<TierOutcome>, total: f64) -> Vec<TierOutcome> {
     outcomes
 }
 
-/// The placement's sites: every placed site the profile saw accessed. A site the profile saw
-/// no access to is left to the fallback tier, with every site it did not see at all.
-fn placed_sites(sites: &[&Site], demands: &[SiteDemand], advice: &Advice) -> Vec<PlacedSite> {
-    sites
-        .iter()
-        .zip(demands)
-        .zip(&advice.sites)
-        .filter(|((_, demand), _)| demand.accesses > 0.0)
-        .map(|((site, demand), placed)| PlacedSite {
-            kind: site.kind,
-            frames: site.frames.clone(),
-            tier: placed.tier as u32,
-            budget_bytes: (placed.tier_bytes < demand.bytes).then_some(placed.tier_bytes),
-            arena: None,
-            bytes: demand.bytes,
-            accesses: demand.accesses,
-        })
+/// The placement's sites: each accessed site where the advice put it, then each site the
+/// profile saw no access to in the slowest tier (an arena of phases covers the first only).
+fn placed_sites(
+    sites: &[&Site],
+    demands: &[SiteDemand],
+    accessed: &[usize],
+    unaccessed: &[usize],
+    advice: &Advice,
+    slowest: u32,
+) -> Vec<PlacedSite> {
+    let site = |i: usize, tier: u32, budget_bytes: Option<u64>| PlacedSite {
+        kind: sites[i].kind,
+        frames: sites[i].frames.clone(),
+        tier,
+        budget_bytes,
+        arena: None,
+        bytes: demands[i].bytes,
+        accesses: demands[i].accesses,
+    };
+    let placed = accessed.iter().zip(&advice.sites).map(|(&i, placed)| {
+        let budget = (placed.tier_bytes < demands[i].bytes).then_some(placed.tier_bytes);
+        site(i, placed.tier as u32, budget)
+    });
+    placed
+        .chain(unaccessed.iter().map(|&i| site(i, slowest, None)))
         .collect()
 }
 

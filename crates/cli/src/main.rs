@@ -587,8 +587,11 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     cmd.args(&args.command[1..]);
     launch::preload(&mut cmd, lib, &socket);
     if let Some(file) = &args.placement {
-        let placement = placement::check(file, &args.command)?;
-        cmd.env("OBJTIER_PLACEMENT", placement);
+        let (path, fallback) = placement::check(file, &args.command)?;
+        cmd.env("OBJTIER_PLACEMENT", path);
+        if let Some(tier) = fallback {
+            placement::prefer_fallback(tier);
+        }
     }
     if args.no_migrate {
         cmd.env("OBJTIER_NO_MIGRATE", "1");

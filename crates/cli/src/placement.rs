@@ -8,8 +8,8 @@ use objtier_profile::{file_name, Placement};
 use std::path::{Path, PathBuf};
 
 /// Checks the placement in `file` for running `command`; returns its absolute path, which the
-/// library opens (it may change directory before it attaches).
-pub fn check(file: &Path, command: &[String]) -> anyhow::Result<PathBuf> {
+/// library opens (it may change directory before it attaches), and its fallback tier.
+pub fn check(file: &Path, command: &[String]) -> anyhow::Result<(PathBuf, Option<u32>)> {
     let placement = Placement::load(file)?;
     let path = std::fs::canonicalize(file)
         .with_context(|| format!("cannot resolve {}", file.display()))?;
@@ -60,7 +60,41 @@ pub fn check(file: &Path, command: &[String]) -> anyhow::Result<PathBuf> {
             .join(", "),
         placement
             .fallback_tier
-            .map_or("first touch".to_string(), |t| format!("tier {t}"))
+            .map_or("first touch".to_string(), |t| format!(
+                "tier {t}, for the rest of the program's memory too (code, stacks, unlisted sites)"
+            ))
     );
-    Ok(path)
+    Ok((path, placement.fallback_tier))
+}
+
+/// Makes the program about to be exec'd prefer the fallback tier for all the memory its
+/// placement does not place (its code and libraries as it reads them, stacks, static data,
+/// objects of unlisted sites): the seeds' cold arena, so that none of it takes the fast tier
+/// before the objects the profile found hot are born. The library binds the placed ones.
+pub fn prefer_fallback(tier: u32) {
+    let topology = match objtier_sys::topology::Topology::discover(Path::new("/sys")) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!(
+                "objtier: warning: cannot read the tiers ({e}): the fallback tier is not applied"
+            );
+            return;
+        }
+    };
+    if topology.tiers.len() < 2 {
+        return; // one tier: nothing to prefer
+    }
+    let Some(nodes) = topology.tiers.get(tier as usize).map(|t| &t.nodes) else {
+        eprintln!(
+            "objtier: warning: the placement's fallback tier {tier} is not on this machine ({} \
+             tiers): the program's other memory goes where first touch puts it",
+            topology.tiers.len()
+        );
+        return;
+    };
+    if let Err(e) = objtier_sys::mempolicy::prefer_nodes(nodes) {
+        eprintln!(
+            "objtier: warning: cannot make the program prefer tier {tier} (nodes {nodes:?}): {e}"
+        );
+    }
 }

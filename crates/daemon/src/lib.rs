@@ -195,6 +195,13 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
             .with_explicit_tiers(tiers)
             .map_err(|e| anyhow::anyhow!("--tiers: {e}"))?;
     }
+    // The daemon's own memory (and its threads', started below) takes no fast memory from the
+    // programs it tiers.
+    if let Some(slowest) = topology.tiers.last().filter(|_| topology.tiers.len() > 1) {
+        if let Err(e) = objtier_sys::mempolicy::prefer_nodes(&slowest.nodes) {
+            tracing::debug!("cannot prefer the slowest tier for the daemon's memory: {e}");
+        }
+    }
     let source = source::AccessSource::open(&config)?;
     let llc_counters = if policy.needs_llc_counters() {
         Some(

@@ -5,6 +5,7 @@
 //! - [`pages`]: `move_pages(2)` behind the [`pages::PageMover`] trait, with a recording fake so
 //!   planners and daemons can be tested on any laptop, and `--dry-run` comes for free.
 //! - [`damon`]: the DAMON sysfs interface behind a file layer with a dry-run mode.
+//! - [`mempolicy`]: the calling thread's memory policy, which programs it starts inherit.
 //! - [`maps`]: `/proc/PID/maps`, to name code addresses as `module+offset`.
 //! - [`elf`]: a module file's build-id, and where a file offset is mapped.
 //! - [`procrefs`]: page references through `/proc` (`clear_refs`, `smaps`, `pagemap`) and idle
@@ -18,6 +19,7 @@
 pub mod damon;
 pub mod elf;
 pub mod maps;
+pub mod mempolicy;
 pub mod pagemap;
 pub mod pages;
 pub mod perf;
