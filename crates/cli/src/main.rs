@@ -5,7 +5,7 @@
 //! `objtier-daemon`; `status` asks a daemon over its socket. The offline workflow has a file
 //! each: `profile` (record a run per allocation site), `advise` (a placement from profiles),
 //! and `placement` (what `run --placement` checks before it runs); `report` shows where a
-//! program's memory went, from profiles or a live process.
+//! program's memory went, from profiles or a live process, and `top` watches a daemon live.
 
 use anyhow::bail;
 use clap::{Args, Parser, Subcommand};
@@ -26,6 +26,7 @@ mod program;
 mod report;
 mod report_cmd;
 mod symbolize;
+mod top;
 
 #[derive(Parser)]
 #[command(
@@ -58,6 +59,9 @@ enum Cmd {
     /// live process of a running daemon (--pid).
     #[command(after_long_help = report_cmd::HELP)]
     Report(Box<report_cmd::ReportArgs>),
+    /// Watch a running daemon live: tiers, attached processes and their hottest sites,
+    /// migrations per second, the access source's cost (`q` quits).
+    Top(top::TopArgs),
 }
 
 #[derive(Args)]
@@ -347,6 +351,7 @@ fn main() -> ExitCode {
         Cmd::Profile(args) => profile_cmd::run(*args),
         Cmd::Advise(args) => advise_cmd::run(*args),
         Cmd::Report(args) => report_cmd::run(*args),
+        Cmd::Top(args) => top::run(args),
     };
     match result {
         Ok(code) => code,
