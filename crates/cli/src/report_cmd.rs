@@ -33,6 +33,7 @@ The report's sections, each saying which source measured it and how precisely:
 
 What an access is depends on the source: perf counts samples of misses, DAMON and proc count
 pages found accessed (where the program touches memory, not where it misses the cache).
+docs/report.md explains every figure and how far to trust it.
 
 Examples:
   objtier report app.profile.json                  # app.report.html

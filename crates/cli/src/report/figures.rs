@@ -1,7 +1,7 @@
 //! The report's per-site figures: the summary of the run, the sites ranked by accesses (the
 //! seed's objects: symbolized call path, bytes, accesses per byte, lifetimes, loads against
 //! stores, which tier they lived in), each tier's top sites (the seed's Fig. 6), and latency
-//! by tier where the source weighs its samples (Table 2).
+//! by tier where the source weighs its samples (Table 2, in `latency.rs`).
 //!
 //! Where a site's pages were comes from `series.tier_bytes`: bytes per tier at each interval's
 //! end, as the daemon located them. A site's accesses in an interval are split among the tiers
@@ -362,9 +362,18 @@ pub fn frames(site: &Site) -> Vec<String> {
 }
 
 /// `/usr/lib/libfoo.so.1+0x1234` as `libfoo.so.1+0x1234`.
+/// Python extension modules lose their ABI tag (`_igraph.cpython-311-x86_64-linux-gnu.so` is
+/// `_igraph.so`): it is the same in every frame of a program, and half a table's width.
 fn short_frame(frame: &str) -> String {
     match objtier_profile::parse_frame(frame) {
-        Some((module, offset)) => format!("{}+{offset:#x}", objtier_profile::file_name(module)),
+        Some((module, offset)) => {
+            let name = objtier_profile::file_name(module);
+            let name = match name.find(".cpython-") {
+                Some(i) if name.ends_with(".so") => format!("{}.so", &name[..i]),
+                _ => name.to_string(),
+            };
+            format!("{name}+{offset:#x}")
+        }
         None => frame.to_string(),
     }
 }
@@ -518,110 +527,6 @@ pub fn tier_top(sites: &[SiteFigure], n: usize) -> Option<Vec<TierTop>> {
     )
 }
 
-/// Latency where the source weighs its samples (section 6; the seed's Table 2).
-#[derive(Clone, Debug, Serialize)]
-pub struct Latency {
-    /// What `weight` sums (e.g. latency cycles); `None`: the source records none.
-    pub weight_unit: Option<String>,
-    pub total_weight: f64,
-    /// Mean weight of a sample (an access), over the sites with a weight.
-    pub mean_weight: Option<f64>,
-    /// Per tier: the weight of the accesses it served (split as the accesses are), its share,
-    /// and the mean per access; `None` where no page was located.
-    pub by_tier: Option<Vec<TierLatency>>,
-    /// The sites that cost the most, with their mean latency per access.
-    pub sites: Vec<SiteLatency>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct TierLatency {
-    pub tier: usize,
-    pub weight: f64,
-    pub share: f64,
-    pub accesses: f64,
-    pub mean_weight: Option<f64>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct SiteLatency {
-    pub id: String,
-    pub label: String,
-    pub weight: f64,
-    pub share: f64,
-    pub mean_weight: Option<f64>,
-}
-
-/// Sites listed by latency.
-const LATENCY_SITES: usize = 10;
-
-pub fn latency(profile: &Profile, sites: &[SiteFigure]) -> Latency {
-    let weighed: Vec<&SiteFigure> = sites.iter().filter(|s| s.weight.is_some()).collect();
-    let total_weight: f64 = weighed.iter().filter_map(|s| s.weight).sum();
-    let weighed_accesses: f64 = weighed.iter().map(|s| s.accesses).sum();
-    let mean = |weight: f64, accesses: f64| (accesses > 0.0).then(|| weight / accesses);
-    let mut by_tier: Option<Vec<TierLatency>> = None;
-    for s in &weighed {
-        let (Some(per_tier), Some(weight)) = (&s.tier_accesses, s.weight) else {
-            continue;
-        };
-        let rows = by_tier.get_or_insert_with(Vec::new);
-        if rows.len() < per_tier.len() {
-            rows.resize_with(per_tier.len(), || TierLatency {
-                tier: 0,
-                weight: 0.0,
-                share: 0.0,
-                accesses: 0.0,
-                mean_weight: None,
-            });
-        }
-        // Each tier's part of the site's weight is its part of the site's accesses.
-        for (t, &accesses) in per_tier.iter().enumerate() {
-            if s.accesses > 0.0 {
-                rows[t].weight += weight * accesses / s.accesses;
-            }
-            rows[t].accesses += accesses;
-        }
-    }
-    if let Some(rows) = &mut by_tier {
-        let located: f64 = rows.iter().map(|r| r.weight).sum();
-        for (t, row) in rows.iter_mut().enumerate() {
-            row.tier = t;
-            row.share = if located > 0.0 {
-                row.weight / located
-            } else {
-                0.0
-            };
-            row.mean_weight = mean(row.weight, row.accesses);
-        }
-    }
-    let mut costly = weighed.clone();
-    costly.sort_by(|a, b| b.weight.unwrap_or(0.0).total_cmp(&a.weight.unwrap_or(0.0)));
-    Latency {
-        weight_unit: profile.measurement.weight_unit.clone(),
-        total_weight,
-        mean_weight: mean(total_weight, weighed_accesses),
-        by_tier,
-        sites: costly
-            .into_iter()
-            .take(LATENCY_SITES)
-            .map(|s| {
-                let weight = s.weight.unwrap_or(0.0);
-                SiteLatency {
-                    id: s.id.clone(),
-                    label: s.label.clone(),
-                    weight,
-                    share: if total_weight > 0.0 {
-                        weight / total_weight
-                    } else {
-                        0.0
-                    },
-                    mean_weight: mean(weight, s.accesses),
-                }
-            })
-            .collect(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -672,7 +577,7 @@ mod tests {
         assert_eq!(s[0].unlocated_accesses, 3.0);
         assert!(tier_top(&s, TIER_TOP).is_none());
         assert!(!located(&p));
-        assert!(latency(&p, &s).by_tier.is_none());
+        assert!(crate::report::latency::latency(&p, &s).by_tier.is_none());
     }
 
     #[test]
@@ -698,6 +603,12 @@ mod tests {
             ]
         );
         // Without symbols: past libc's frames.
+        let ext = site(
+            "/usr/lib/_igraph.cpython-311-x86_64-linux-gnu.so+0x77d08",
+            4096,
+            &[],
+        );
+        assert_eq!(site_label(&ext), "_igraph.so+0x77d08");
         let mut bare = site("/lib/libc.so.6+0x99", 4096, &[]);
         bare.frames.push("/usr/bin/hpcc+0x3fcb3".into());
         assert_eq!(site_label(&bare), "hpcc+0x3fcb3");
@@ -739,31 +650,6 @@ mod tests {
         s.lifetime.median_s = Some(0.201); // its bucket's upper bound
         p.sites = vec![s];
         assert_eq!(sites(&p)[0].lifetime.median_s, Some(0.188));
-    }
-
-    #[test]
-    fn latency_splits_the_weight_as_the_accesses() {
-        let mut p = profile(2, 1);
-        p.measurement.weight_unit = Some("latency cycles".into());
-        let mut a = site("/bin/app+0x10", 4096, &[10.0]);
-        a.weight = Some(1000.0);
-        a.series.tier_bytes = Some(vec![vec![1024, 3072]]);
-        let mut b = site("/bin/app+0x20", 4096, &[10.0]);
-        b.weight = Some(3000.0);
-        b.series.tier_bytes = Some(vec![vec![0, 4096]]);
-        p.sites = vec![a, b];
-        let s = sites(&p);
-        let l = latency(&p, &s);
-        assert_eq!(l.total_weight, 4000.0);
-        assert_eq!(l.mean_weight, Some(200.0));
-        let t = l.by_tier.unwrap();
-        assert_eq!(t[0].weight, 250.0);
-        assert_eq!(t[0].accesses, 2.5);
-        assert_eq!(t[0].mean_weight, Some(100.0));
-        assert_eq!(t[1].weight, 3750.0);
-        assert!((t[1].share - 3750.0 / 4000.0).abs() < 1e-12);
-        assert_eq!(l.sites[0].weight, 3000.0, "the costliest first");
-        assert_eq!(l.sites[0].mean_weight, Some(300.0));
     }
 
     #[test]

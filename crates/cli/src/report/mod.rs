@@ -8,7 +8,7 @@
 //! and JSON (the [`Report`] serialized as is). One job per file:
 //!
 //! - [`figures`]: the summary, the sites ranked by accesses with their lifetimes and tiers,
-//!   each tier's top sites, latency by tier;
+//!   each tier's top sites; [`latency`]: latency by tier;
 //! - [`curve`]: how much fast memory the program needs, per advise algorithm, and the share
 //!   the run actually got where it had tiers;
 //! - [`timeline`]: accesses, live bytes per tier and per site, and the migrations derived
@@ -24,6 +24,7 @@ pub mod csv;
 pub mod curve;
 pub mod figures;
 pub mod html;
+pub mod latency;
 pub mod pages;
 pub mod timeline;
 
@@ -60,7 +61,7 @@ pub struct Report {
     pub tier_top: Option<Vec<figures::TierTop>>,
     pub over_time: timeline::OverTime,
     pub pages: pages::PagesFigure,
-    pub latency: figures::Latency,
+    pub latency: latency::Latency,
 }
 
 /// The report of `input`.
@@ -73,7 +74,7 @@ pub fn build(input: &Input) -> Report {
         tier_top: figures::tier_top(&sites, figures::TIER_TOP),
         over_time: timeline::over_time(profile, &sites),
         pages: pages::figure(profile.source, pages::from_profile(profile).as_deref()),
-        latency: figures::latency(profile, &sites),
+        latency: latency::latency(profile, &sites),
         sites,
     }
 }
