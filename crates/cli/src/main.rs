@@ -61,6 +61,7 @@ enum Cmd {
     Report(Box<report_cmd::ReportArgs>),
     /// Watch a running daemon live: tiers, attached processes and their hottest sites,
     /// migrations per second, the access source's cost (`q` quits).
+    #[command(after_long_help = top::HELP)]
     Top(top::TopArgs),
 }
 

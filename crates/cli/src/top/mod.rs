@@ -15,6 +15,20 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+/// What `objtier top --help` adds below the options (docs/report.md says the same).
+pub const HELP: &str = "\
+What it shows, all from the daemon's status answer (`objtier status --json`):
+  the daemon and its access source; what the source costs (its share of one CPU, observations
+  per second) and the share of the last interval's samples attributed to tracked objects;
+  pages promoted, demoted and failed per second; each tier's capacity, used bytes (by
+  anything), objtier's (the attached processes' tracked objects resident there) and free bytes;
+  each attached process, largest first: its tracked bytes, resident bytes per tier, the share of
+  them in tier 0, whether it is profiled, --no-migrate or placed, and its three hottest sites
+  (its records' access estimates summed by site, else its largest sites).
+Rates are over the last refresh (since the daemon started, for the first view and --once).
+Keys: q, Esc or Ctrl-C quit. Works over ssh like any terminal program; when standard output is
+not a terminal it prints one snapshot as text.";
+
 #[derive(Args)]
 pub struct TopArgs {
     /// Daemon socket (default: $OBJTIER_SOCKET, /run/objtier/objtier.sock as root, else per
