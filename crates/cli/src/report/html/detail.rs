@@ -62,6 +62,7 @@ pub(super) fn pages(
     }
     Ok(())
 }
+
 pub(super) fn latency(h: &mut String, r: &Report) -> Result<(), Box<dyn std::error::Error>> {
     let l = &r.latency;
     let Some(unit) = &l.weight_unit else {

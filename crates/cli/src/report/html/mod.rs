@@ -34,6 +34,7 @@ pub fn esc(text: &str) -> String {
     }
     out
 }
+
 /// The whole document.
 pub fn document(reports: &[Report]) -> Result<String, Box<dyn std::error::Error>> {
     let width = if reports.len() == 1 { 1180 } else { 620 };
@@ -103,6 +104,7 @@ pub fn document(reports: &[Report]) -> Result<String, Box<dyn std::error::Error>
     )?;
     Ok(h)
 }
+
 type Body<'a> = dyn FnMut(&mut String, &Report) -> Result<(), Box<dyn std::error::Error>> + 'a;
 /// A section with each profile's part side by side.
 pub(super) fn section(
@@ -117,6 +119,7 @@ pub(super) fn section(
     h.push_str("</section>\n");
     Ok(())
 }
+
 pub(super) fn columns(
     h: &mut String,
     reports: &[Report],
@@ -139,23 +142,35 @@ pub(super) fn columns(
     }
     Ok(())
 }
+
 /// "Measured by ...": the source and how far to trust it, in full in the summary and in a
 /// line in the other sections.
 pub(super) fn source_note(h: &mut String, r: &Report) -> std::fmt::Result {
     write!(
         h,
-        "<p class=\"source\"><b>Measured by {}</b>: {}.</p>",
-        esc(measured_by(r)),
+        "<p class=\"source\">{}: {}.</p>",
+        measured_by(r),
         esc(r.summary.precision_brief)
     )
 }
-pub(super) fn measured_by(r: &Report) -> &str {
-    if r.summary.source_description.is_empty() {
-        r.summary.source
+
+/// "Measured by SOURCE (how it was set up)", in HTML: the daemon's description of its source
+/// starts with the source's name, which the bold part says already.
+pub(super) fn measured_by(r: &Report) -> String {
+    let source = r.summary.source;
+    let detail = r.summary.source_description.trim();
+    let detail = detail.strip_prefix(source).unwrap_or(detail).trim();
+    if detail.is_empty() {
+        format!("<b>Measured by {}</b>", esc(source))
     } else {
-        &r.summary.source_description
+        format!(
+            "<b>Measured by {}</b> <span class=\"muted\">{}</span>",
+            esc(source),
+            esc(detail)
+        )
     }
 }
+
 /// A chart's legend, in HTML below it: site names are longer than a chart's corner.
 pub(super) fn legend(h: &mut String, items: &[(String, RGBColor, Swatch)]) {
     h.push_str("<div class=\"legend\">");
@@ -177,6 +192,7 @@ pub(super) fn legend(h: &mut String, items: &[(String, RGBColor, Swatch)]) {
     }
     h.push_str("</div>\n");
 }
+
 #[derive(Clone, Copy)]
 pub(super) enum Swatch {
     Line,
@@ -184,17 +200,21 @@ pub(super) enum Swatch {
     Area,
     Diamond,
 }
+
 pub(super) fn chart(h: &mut String, svg: String) {
     h.push_str("<div class=\"chart\">");
     h.push_str(&svg);
     h.push_str("</div>\n");
 }
+
 pub(super) fn pct_axis(x: &f64) -> String {
     format!("{x:.0} %")
 }
+
 pub(super) fn opt_seconds(s: Option<f64>) -> String {
     s.map_or("-".into(), human_seconds)
 }
+
 pub(super) fn count(v: f64) -> String {
     if v >= 100.0 || v == 0.0 {
         format!("{v:.0}")
@@ -202,6 +222,7 @@ pub(super) fn count(v: f64) -> String {
         format!("{v:.1}")
     }
 }
+
 /// The unit a byte axis whose largest value is `max` counts in: its size and name.
 pub(super) fn byte_unit(max: f64) -> (f64, &'static str) {
     match max {
@@ -211,6 +232,7 @@ pub(super) fn byte_unit(max: f64) -> (f64, &'static str) {
         _ => (1.0, "bytes"),
     }
 }
+
 /// `series` in the unit of their stacked maximum, and that unit's name.
 pub(super) fn in_byte_unit(series: &mut [(String, Vec<f64>, RGBColor)]) -> &'static str {
     let n = series.iter().map(|s| s.1.len()).max().unwrap_or(0);
@@ -228,6 +250,7 @@ pub(super) fn in_byte_unit(series: &mut [(String, Vec<f64>, RGBColor)]) -> &'sta
     }
     name
 }
+
 pub(super) fn number_axis(y: &f64) -> String {
     let y = y.abs();
     if y != 0.0 && y < 10.0 && y.fract() != 0.0 {
@@ -236,6 +259,7 @@ pub(super) fn number_axis(y: &f64) -> String {
         format!("{y:.0}")
     }
 }
+
 /// Tier 0 is blue and tier 1 orange everywhere; tiers beyond get colours of their own.
 pub(super) fn tier_color(tier: usize) -> RGBColor {
     match tier {
@@ -244,6 +268,7 @@ pub(super) fn tier_color(tier: usize) -> RGBColor {
         t => PALETTE[(t + 2) % PALETTE.len()],
     }
 }
+
 pub(super) fn area_legend(
     series: &[(String, Vec<f64>, RGBColor)],
 ) -> Vec<(String, RGBColor, Swatch)> {
@@ -252,12 +277,14 @@ pub(super) fn area_legend(
         .map(|(name, _, color)| (name.clone(), *color, Swatch::Area))
         .collect()
 }
+
 pub(super) fn capitalized(text: &str) -> String {
     let mut chars = text.chars();
     chars
         .next()
         .map_or(String::new(), |c| c.to_uppercase().chain(chars).collect())
 }
+
 /// `YYYY-MM-DD HH:MM UTC` of a Unix time (the civil calendar from days, Howard Hinnant's).
 pub fn utc_date(unix_s: f64) -> String {
     let secs = unix_s.max(0.0) as i64;

@@ -10,8 +10,8 @@ pub(super) fn summary(h: &mut String, r: &Report) -> Result<(), Box<dyn std::err
     let s = &r.summary;
     write!(
         h,
-        "<p class=\"source\"><b>Measured by {}</b>: {}.</p>",
-        esc(measured_by(r)),
+        "<p class=\"source\">{}: {}.</p>",
+        measured_by(r),
         esc(s.precision)
     )?;
     h.push_str("<table class=\"kv\">");
@@ -161,6 +161,7 @@ pub(super) fn summary(h: &mut String, r: &Report) -> Result<(), Box<dyn std::err
     h.push_str("</table>");
     Ok(())
 }
+
 pub(super) fn fast_memory(
     h: &mut String,
     reports: &[Report],
@@ -212,6 +213,7 @@ pub(super) fn fast_memory(
     h.push_str("</section>\n");
     Ok(())
 }
+
 pub(super) fn line_legend(lines: &[Line], markers: &[Marker]) -> Vec<(String, RGBColor, Swatch)> {
     lines
         .iter()
@@ -230,6 +232,7 @@ pub(super) fn line_legend(lines: &[Line], markers: &[Marker]) -> Vec<(String, RG
         )
         .collect()
 }
+
 pub(super) fn curve_line(r: &Report, algorithm: &str, name: &str, color: RGBColor) -> Line {
     let shares = r
         .curve
@@ -254,6 +257,7 @@ pub(super) fn curve_line(r: &Report, algorithm: &str, name: &str, color: RGBColo
         dashed: algorithm == "bandwidth",
     }
 }
+
 pub(super) fn observed_marker(r: &Report, color: RGBColor) -> Option<Marker> {
     let o = r.curve.observed.as_ref().filter(|o| o.tiers >= 2)?;
     Some(Marker {
@@ -265,6 +269,7 @@ pub(super) fn observed_marker(r: &Report, color: RGBColor) -> Option<Marker> {
         color,
     })
 }
+
 pub(super) fn fast_memory_of(
     h: &mut String,
     r: &Report,

@@ -23,6 +23,7 @@ pub(super) fn site_cell(s: &SiteFigure) -> String {
         )
     }
 }
+
 pub(super) fn sites(
     h: &mut String,
     r: &Report,
