@@ -30,7 +30,7 @@ pub struct AdviseArgs {
     /// profile's peak footprint (25%). The other tier is unbounded.
     #[arg(long, conflicts_with = "tiers", value_parser = parse_capacity)]
     fast_capacity: Option<Capacity>,
-    /// The tiers, fastest first, as a TOML file: per [[tier]] its capacity (a size or a share
+    /// The tiers, fastest first, as a TOML file: per `[[tier]]` its capacity (a size or a share
     /// of the footprint; none for unbounded), load_cost, store_cost and nodes (default costs:
     /// the kernel's HMAT latencies where it has them).
     #[arg(long, value_name = "FILE")]
@@ -389,7 +389,7 @@ fn tiers(args: &AdviseArgs, profile: &Profile) -> anyhow::Result<Vec<PlannedTier
 
 /// The profile's placeable sites (allocation sites, and the small-object allocator's memory;
 /// objects of unknown site cannot be placed), and each as the advisor sees it.
-fn demands(profile: &Profile) -> (Vec<&Site>, Vec<SiteDemand>) {
+pub(crate) fn demands(profile: &Profile) -> (Vec<&Site>, Vec<SiteDemand>) {
     let placeable: Vec<&Site> = profile
         .sites
         .iter()

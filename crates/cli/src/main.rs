@@ -4,7 +4,8 @@
 //! libobjtier.so preloaded (and a placement, `--placement`); `daemon` hands its flags to
 //! `objtier-daemon`; `status` asks a daemon over its socket. The offline workflow has a file
 //! each: `profile` (record a run per allocation site), `advise` (a placement from profiles),
-//! and `placement` (what `run --placement` checks before it runs).
+//! and `placement` (what `run --placement` checks before it runs); `report` shows where a
+//! program's memory went, from profiles or a live process, and `top` watches a daemon live.
 
 use anyhow::bail;
 use clap::{Args, Parser, Subcommand};
@@ -22,7 +23,10 @@ mod launch;
 mod placement;
 mod profile_cmd;
 mod program;
+mod report;
+mod report_cmd;
 mod symbolize;
+mod top;
 
 #[derive(Parser)]
 #[command(
@@ -51,6 +55,14 @@ enum Cmd {
     Profile(Box<profile_cmd::ProfileArgs>),
     /// Advise a placement from profiles: which tier each allocation site's objects start in.
     Advise(Box<advise_cmd::AdviseArgs>),
+    /// See where memory goes: a report (one HTML file, or JSON, or CSV) of profiles, or of a
+    /// live process of a running daemon (--pid).
+    #[command(after_long_help = report_cmd::HELP)]
+    Report(Box<report_cmd::ReportArgs>),
+    /// Watch a running daemon live: tiers, attached processes and their hottest sites,
+    /// migrations per second, the access source's cost (`q` quits).
+    #[command(after_long_help = top::HELP)]
+    Top(top::TopArgs),
 }
 
 #[derive(Args)]
@@ -339,6 +351,8 @@ fn main() -> ExitCode {
         Cmd::Doctor(args) => doctor::run(args.json),
         Cmd::Profile(args) => profile_cmd::run(*args),
         Cmd::Advise(args) => advise_cmd::run(*args),
+        Cmd::Report(args) => report_cmd::run(*args),
+        Cmd::Top(args) => top::run(args),
     };
     match result {
         Ok(code) => code,
