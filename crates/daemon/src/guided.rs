@@ -128,6 +128,10 @@ pub struct Guided {
     /// the samples have shown for this many intervals in a row.
     pub phase: Option<usize>,
     pub phase_streak: Option<(usize, u32)>,
+    /// How many modules the memory map had when the placed call paths were last predicted.
+    predicted_modules: usize,
+    /// Room made in the fastest tier for the placement (`crate::room`).
+    pub room_made_bytes: u64,
 }
 
 impl Guided {
@@ -211,6 +215,8 @@ impl Guided {
             skipped_modules,
             placed: HashMap::new(),
             table_full: 0,
+            predicted_modules: 0,
+            room_made_bytes: 0,
         }
     }
 
@@ -242,6 +248,25 @@ impl Guided {
             }
         }
         out
+    }
+
+    /// [`Guided::predict`], fastest tiers and then the most accessed first (if the site table
+    /// fills, what is left out is what matters least), leaving out the sites placed already.
+    fn predict_in_order(&mut self, maps: &objtier_sys::maps::Maps) -> Vec<(u64, SitePlan)> {
+        self.predicted_modules = maps.modules().len();
+        let mut predicted: Vec<(u64, SitePlan)> = self
+            .predict(maps)
+            .into_iter()
+            .filter(|(site, _)| !self.placed.contains_key(site))
+            .collect();
+        predicted.sort_by(|a, b| {
+            let accesses = |plan: &SitePlan| self.placement.sites[plan.index].accesses;
+            a.1.tier
+                .cmp(&b.1.tier)
+                .then(accesses(&b.1).total_cmp(&accesses(&a.1)))
+                .then(a.1.index.cmp(&b.1.index))
+        });
+        predicted
     }
 
     /// Bytes the placement plans in each of this machine's tiers, and (given each placed site's
@@ -323,7 +348,7 @@ impl crate::Daemon {
             );
             return;
         }
-        let guided = Guided::new(
+        let mut guided = Guided::new(
             file.path.clone(),
             file.placement.clone(),
             tiers,
@@ -349,16 +374,10 @@ impl crate::Daemon {
                 .small_objects_tier
                 .store(tier + 1, std::sync::atomic::Ordering::Release);
         }
-        let mut predicted = maps.as_ref().map(|m| guided.predict(m)).unwrap_or_default();
-        // Fastest tiers, then the most accessed, first: if the site table fills, what is left
-        // out is what matters least.
-        predicted.sort_by(|a, b| {
-            let accesses = |plan: &SitePlan| guided.placement.sites[plan.index].accesses;
-            a.1.tier
-                .cmp(&b.1.tier)
-                .then(accesses(&b.1).total_cmp(&accesses(&a.1)))
-                .then(a.1.index.cmp(&b.1.index))
-        });
+        let predicted = maps
+            .as_ref()
+            .map(|m| guided.predict_in_order(m))
+            .unwrap_or_default();
         p.guided = Some(guided);
         let mut placed = 0;
         for (site, plan) in predicted {
@@ -399,6 +418,31 @@ impl crate::process::Process {
         self.placements
             .insert(site, (plan.tier, crate::process::PlacedBy::Guided));
         true
+    }
+
+    /// The placed call paths of modules mapped since the last prediction (a library loaded
+    /// later, as Python imports an extension) are predicted with `maps`: their sites are placed
+    /// before their first objects are born, not after (igraph's vectors, allocated once each,
+    /// were born in the fallback tier).
+    pub fn predict_new_modules(&mut self, maps: &objtier_sys::maps::Maps) {
+        let Some(guided) = self.guided.as_mut() else {
+            return;
+        };
+        if maps.modules().len() == guided.predicted_modules {
+            return;
+        }
+        let predicted = guided.predict_in_order(maps);
+        let placed = predicted
+            .into_iter()
+            .filter(|&(site, plan)| self.place_guided(site, plan))
+            .count();
+        if placed > 0 {
+            tracing::debug!(
+                pid = self.pid,
+                placed,
+                "placed the sites of modules mapped since"
+            );
+        }
     }
 
     /// Sites just named (`names`) that the placement lists, and not placed yet: placed now.
@@ -636,6 +680,37 @@ mod tests {
         p.name_sites(&later);
         assert_eq!(p.ring.control().site_tier(site), Some(1));
         assert_eq!(p.guided.as_ref().unwrap().placed.get(&site), Some(&1));
+    }
+
+    /// A module mapped later (dlopen) has its listed sites placed as soon as the daemon names
+    /// any site with a map that shows it: before their own first objects are described.
+    #[test]
+    fn the_sites_of_a_module_loaded_later_are_placed_before_their_first_objects() {
+        let (mut d, _peer, _sys) = daemon();
+        let file = PlacementFile {
+            path: "p.json".into(),
+            placement: placement(),
+        };
+        d.place_by(
+            1,
+            file,
+            "/opt/app/bin/app",
+            Some(objtier_sys::maps::Maps::parse("")),
+            |_| None,
+        );
+        let p = d.processes.get_mut(&1).unwrap();
+        // Another site of the program, which the placement does not list, is described.
+        crate::process::tests::push_site(p, 0x1234, &[0x70_0000_5050]);
+        p.drain();
+        let later = objtier_sys::maps::Maps::parse(
+            "7000000000-7000010000 r-xp 00000000 fe:00 7 /elsewhere/app\n",
+        );
+        p.name_sites(&later);
+        // app+0x2020 (tier 1) and app+0x3030 (tier 0) are placed, by their predicted ids.
+        let predicted = objtier_wire::site_id::of(&[0x70_0000_2020]);
+        assert_eq!(p.ring.control().site_tier(predicted), Some(1));
+        assert_eq!(p.guided.as_ref().unwrap().placed.len(), 2);
+        assert_eq!(p.ring.control().site_tier(0x1234), None);
     }
 
     /// A placement for another program is not applied to a process that kept the environment

@@ -24,6 +24,7 @@ pub mod process;
 mod profiling;
 pub mod recorder;
 pub mod records;
+mod room;
 pub mod sessions;
 pub mod sitestore;
 pub mod source;
@@ -635,7 +636,10 @@ impl Daemon {
         match placement_fd {
             // A placement is the program's word on where its sites go: warm start's guesses
             // would only second-guess it.
-            Some(fd) => self.apply_placement(id, fd),
+            Some(fd) => {
+                self.apply_placement(id, fd);
+                self.make_room_for_placement(id);
+            }
             None => self.warm_start_at_attach(id),
         }
         self.processes[&id].ring.control().set_tiers(&tier_masks);

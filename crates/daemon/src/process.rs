@@ -1247,6 +1247,7 @@ impl Process {
                 named.push(id);
             }
         }
+        self.predict_new_modules(maps);
         self.place_named_guided(&named);
         let Some(warm) = &self.warm else {
             return Vec::new();

@@ -239,6 +239,8 @@ fn placement_json(p: &crate::process::Process, tiers: usize) -> Option<Value> {
         // Bytes of placed sites' objects that their tier should hold (up to their budgets) and
         // that are in a slower tier: a full tier sent them there.
         "overflow_bytes": overflow,
+        // Room the daemon made in the fastest tier before the placed objects were born.
+        "room_made_bytes": g.room_made_bytes,
     }))
 }
 
