@@ -130,8 +130,10 @@ pub struct Guided {
     pub phase_streak: Option<(usize, u32)>,
     /// How many modules the memory map had when the placed call paths were last predicted.
     predicted_modules: usize,
-    /// Room made in the fastest tier for the placement (`crate::room`).
+    /// Room made in the fastest tier for the placement (`crate::room`), and what its placed
+    /// objects held there when it was last made.
     pub room_made_bytes: u64,
+    pub room_held_bytes: Option<u64>,
 }
 
 impl Guided {
@@ -217,6 +219,7 @@ impl Guided {
             table_full: 0,
             predicted_modules: 0,
             room_made_bytes: 0,
+            room_held_bytes: None,
         }
     }
 
@@ -445,6 +448,41 @@ impl crate::process::Process {
         }
     }
 
+    /// What the placed sites' objects hold in each tier (as last located), the bytes of those
+    /// not located yet, and per placed site its live bytes and those in its tier or a faster
+    /// one.
+    pub fn placed_resident_bytes(&self, tiers: usize) -> PlacedResident {
+        let mut held = vec![0u64; tiers.max(1)];
+        let mut unlocated = 0u64;
+        let mut by_site: HashMap<u64, (u64, u64)> = HashMap::new();
+        let Some(g) = self.guided.as_ref() else {
+            return (held, unlocated, by_site);
+        };
+        for (_, record) in self.records.iter() {
+            let Some(&(tier, _)) = self
+                .placements
+                .get(&record.site)
+                .filter(|_| g.placed.contains_key(&record.site))
+            else {
+                continue;
+            };
+            if !record.resident.known() {
+                unlocated += record.len;
+                continue;
+            }
+            let bytes = record.resident.bytes(tiers);
+            let entry = by_site.entry(record.site).or_default();
+            for (t, (sum, b)) in held.iter_mut().zip(&bytes).enumerate() {
+                *sum += b;
+                entry.0 += b;
+                if t <= tier as usize {
+                    entry.1 += b;
+                }
+            }
+        }
+        (held, unlocated, by_site)
+    }
+
     /// Sites just named (`names`) that the placement lists, and not placed yet: placed now.
     pub fn place_named_guided(&mut self, named: &[u64]) {
         let Some(guided) = &self.guided else {
@@ -471,13 +509,16 @@ impl crate::process::Process {
     }
 }
 
+/// See [`crate::process::Process::placed_resident_bytes`].
+pub type PlacedResident = (Vec<u64>, u64, HashMap<u64, (u64, u64)>);
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use objtier_profile::placement::{ComputedFor, PlacedSite, PlannedTier};
     use objtier_profile::{Module, Program};
 
-    fn placement() -> Arc<Placement> {
+    pub(crate) fn placement() -> Arc<Placement> {
         let tier = |capacity| PlannedTier {
             capacity_bytes: capacity,
             load_cost: 1.0,
@@ -580,7 +621,7 @@ mod tests {
     }
 
     /// A daemon with one synthetic process, two tiers and a recording page mover.
-    fn daemon() -> (
+    pub(crate) fn daemon() -> (
         crate::Daemon,
         std::os::unix::net::UnixStream,
         tempfile::TempDir,

@@ -182,32 +182,7 @@ fn sites_json(p: &crate::process::Process) -> Vec<Value> {
 fn placement_json(p: &crate::process::Process, tiers: usize) -> Option<Value> {
     let g = p.guided.as_ref()?;
     let planned = g.planned_bytes(tiers);
-    let mut held = vec![0u64; tiers.max(1)];
-    let mut unlocated = 0u64;
-    // Per placed site: its live bytes, and those in its tier or a faster one.
-    let mut by_site: std::collections::HashMap<u64, (u64, u64)> = Default::default();
-    for (_, record) in p.records.iter() {
-        let Some(&(tier, _)) = p
-            .placements
-            .get(&record.site)
-            .filter(|_| g.placed.contains_key(&record.site))
-        else {
-            continue;
-        };
-        if !record.resident.known() {
-            unlocated += record.len;
-            continue;
-        }
-        let bytes = record.resident.bytes(tiers);
-        let entry = by_site.entry(record.site).or_default();
-        for (t, (sum, b)) in held.iter_mut().zip(&bytes).enumerate() {
-            *sum += b;
-            entry.0 += b;
-            if t <= tier as usize {
-                entry.1 += b;
-            }
-        }
-    }
+    let (held, unlocated, by_site) = p.placed_resident_bytes(tiers);
     // What a full tier sent one tier down: the bytes a placed site should hold in its tier
     // (all of them, or up to its budget) that are below it.
     let overflow: u64 = by_site

@@ -933,6 +933,8 @@ impl Daemon {
         // per-phase guidance move the arenas of a phase they entered.
         self.profile_interval_ended();
         self.follow_phases();
+        self.topology.refresh_free(&self.config.sys_root);
+        self.keep_room_for_placements();
         // 2. Aggregation (the EMA of every record) happens once the trigger has spoken: in the
         // pass that builds the candidates when it enforces, else in a walk of its own.
 
