@@ -324,7 +324,7 @@ impl crate::Daemon {
 
     /// Applies placement `file` to process `id`, which runs `exe` with memory map `maps`
     /// (`build_id_of` gives the build-id of a module it maps, by file name): what
-    /// [`Daemon::apply_placement`] does once it has read them, and what tests call with their
+    /// `Daemon::apply_placement` does once it has read them, and what tests call with their
     /// own.
     pub fn place_by(
         &mut self,

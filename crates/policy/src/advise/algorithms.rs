@@ -61,7 +61,7 @@ fn by_density_descending(candidates: &mut [(usize, f64)], sites: &[SiteDemand]) 
 /// accesses per byte, hottest first (ties by index), each put in the fastest tier with room;
 /// the site that crosses a tier's capacity gets the part that fits (`tier_bytes < bytes`) and
 /// its rest counts against the next tier, which the following sites then fill. Room is counted
-/// per interval of the profile's timeline ([`Occupancy`]): sites live at different times share
+/// per interval of the profile's timeline (`Occupancy`): sites live at different times share
 /// it, where the paper's sum of peaks would keep all but one of them out.
 ///
 /// Ranking by density but letting the crossing site spill is the paper's answer to knapsack's
@@ -287,7 +287,7 @@ pub fn benefit(site: &SiteDemand, tier: &TierSpec, slowest: &TierSpec) -> f64 {
 ///
 /// Unlike [`knapsack`] it weighs stores apart from loads (a slow tier's writes cost more than
 /// its reads on PMEM), and it is greedy: fast, but not always the optimum. As [`hotset`], it
-/// counts room per interval ([`Occupancy`]), so sites live at different times share it.
+/// counts room per interval (`Occupancy`), so sites live at different times share it.
 pub fn multi_knapsack(sites: &[SiteDemand], tiers: &[TierSpec]) -> Advice {
     greedy_multi_knapsack(sites, tiers, Occupancy::intervals_of(sites))
 }
