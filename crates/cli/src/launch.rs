@@ -51,7 +51,45 @@ impl LaunchArgs {
         );
         Ok(true)
     }
+
+    /// Asks `request` of the daemon on `socket` for a program about to run, starting one (with
+    /// `extra` options) unless one listens there. A daemon that was exiting when idle can take
+    /// the connection and close it unanswered (a run right after another one's end); then a new
+    /// one is started and asked again. Returns the answer and whether this command started the
+    /// daemon that gave it.
+    pub fn ask_for_a_run(
+        &self,
+        socket: &Path,
+        extra: &[String],
+        request: &serde_json::Value,
+    ) -> anyhow::Result<(serde_json::Value, bool)> {
+        let mut tries = 0;
+        loop {
+            let started = self.ensure_daemon(socket, extra)?;
+            match ask_daemon(Some(socket.to_path_buf()), request) {
+                Err(e) if e.downcast_ref::<Unanswered>().is_some() && tries < 3 => {
+                    tries += 1;
+                    // Until the exiting daemon has closed its socket.
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                reply => return reply.map(|r| (r, started)),
+            }
+        }
+    }
 }
+
+/// The daemon took a control request and closed the connection without an answer: it was
+/// exiting.
+#[derive(Debug)]
+pub struct Unanswered;
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the daemon closed the connection without answering (was it exiting?)")
+    }
+}
+
+impl std::error::Error for Unanswered {}
 
 /// Finds libobjtier.so: --lib, $OBJTIER_LIB, beside the executable, ../lib, then system dirs.
 pub fn find_library(explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {
@@ -167,9 +205,12 @@ pub fn ask_daemon(
     serde_json::to_writer(&mut out, request)?;
     out.write_all(b"\n")?;
     let mut line = String::new();
-    BufReader::new(&stream)
+    let read = BufReader::new(&stream)
         .read_line(&mut line)
         .context("the daemon did not answer")?;
+    if read == 0 {
+        return Err(Unanswered.into());
+    }
     let reply: serde_json::Value =
         serde_json::from_str(&line).context("the daemon's answer is not JSON")?;
     if let Some(err) = reply.get("error").and_then(|e| e.as_str()) {
@@ -190,12 +231,54 @@ pub fn preload(cmd: &mut Command, lib: PathBuf, socket: &Path) {
         .env(objtier_wire::SOCKET_ENV, socket);
 }
 
-/// Tells the daemon on `socket` that this process (or the program it execs, under the same
-/// pid) will attach soon: a daemon that exits when idle waits for it. A daemon too old to know
-/// the request is no reason to fail.
-pub fn hold_daemon(socket: &Path) {
-    let _ = ask_daemon(
-        Some(socket.to_path_buf()),
-        &serde_json::json!({"cmd": "hold"}),
-    );
+/// The request that tells a daemon this process (or the program it execs, under the same pid)
+/// will attach soon: a daemon that exits when idle waits for it.
+pub fn hold_request() -> serde_json::Value {
+    serde_json::json!({"cmd": "hold"})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::unix::net::UnixListener;
+
+    /// A daemon that takes the first request and closes unanswered (it was exiting when idle)
+    /// is asked again, and the second answer is the one returned; nothing new is started, as
+    /// one still listens.
+    #[test]
+    fn a_request_an_exiting_daemon_drops_is_asked_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("objtier.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let server = std::thread::spawn(move || {
+            let mut requests = 0;
+            for stream in listener.incoming() {
+                let mut stream = stream.unwrap();
+                let mut got = Vec::new();
+                let mut buf = [0u8; 256];
+                // A probe connects and closes; a request ends with a newline.
+                while !got.ends_with(b"\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                if got.is_empty() {
+                    continue;
+                }
+                requests += 1;
+                if requests == 2 {
+                    stream.write_all(b"{\"held\": 7}\n").unwrap();
+                    return requests;
+                }
+            }
+            requests
+        });
+        let launch = LaunchArgs::default();
+        let (reply, started) = launch.ask_for_a_run(&socket, &[], &hold_request()).unwrap();
+        assert_eq!(reply["held"], 7);
+        assert!(!started, "a daemon listened all along");
+        assert_eq!(server.join().unwrap(), 2);
+    }
 }

@@ -590,13 +590,19 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             eprintln!("objtier: warning: {}", why.warning(&file));
         }
     }
-    if !args.no_daemon {
-        // The program runs either way: without a daemon it simply is not tiered.
-        if let Err(e) = args.launch.ensure_daemon(&socket, &[]) {
+    // The program runs either way: without a daemon it simply is not tiered. (A daemon too old
+    // to know the hold request is no reason to fail.)
+    if args.no_daemon {
+        let _ = launch::ask_daemon(Some(socket.clone()), &launch::hold_request());
+    } else if let Err(e) = args
+        .launch
+        .ask_for_a_run(&socket, &[], &launch::hold_request())
+    {
+        if e.downcast_ref::<launch::Unanswered>().is_some() || !launch::daemon_is_listening(&socket)
+        {
             eprintln!("objtier: warning: running without tiering: {e:#}");
         }
     }
-    launch::hold_daemon(&socket);
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
     launch::preload(&mut cmd, lib, &socket);

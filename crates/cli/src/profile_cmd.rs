@@ -74,22 +74,18 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     if let Some(interval) = &args.interval {
         extra.extend(["--interval".to_string(), interval.clone()]);
     }
-    let started = args
+    let request = serde_json::json!({
+        "cmd": "profile-start",
+        "command": args.command,
+        "exe": crate::program::resolve(&args.command[0], std::env::var_os("PATH").as_deref())
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .map(|p| p.display().to_string()),
+        "observe_only": args.observe_only,
+    });
+    let (session, started) = args
         .launch
-        .ensure_daemon(&socket, &extra)
-        .context("a profile needs a daemon to record it")?;
-    let session = launch::ask_daemon(
-        Some(socket.clone()),
-        &serde_json::json!({
-            "cmd": "profile-start",
-            "command": args.command,
-            "exe": crate::program::resolve(&args.command[0], std::env::var_os("PATH").as_deref())
-                .and_then(|p| std::fs::canonicalize(p).ok())
-                .map(|p| p.display().to_string()),
-            "observe_only": args.observe_only,
-        }),
-    )
-    .context("cannot open a profile session")?;
+        .ask_for_a_run(&socket, &extra, &request)
+        .context("a profile needs a daemon to record it: cannot open a profile session")?;
     let token = session["token"]
         .as_u64()
         .context("the daemon's answer has no token")?;

@@ -100,6 +100,7 @@ impl crate::Daemon {
             held_mib = held >> 20,
             free_mib = free >> 20,
             made_mib = made >> 20,
+            made_pages = made / PAGE_SIZE as u64,
             "made room in the fastest tier for the placement (its coldest memory reclaimed)"
         );
         made
