@@ -91,7 +91,7 @@ impl PageStats {
             2 => {
                 self.twice += 1;
                 self.stride = self.stride.max(1);
-                if self.seen % self.stride == 0 {
+                if self.seen.is_multiple_of(self.stride) {
                     self.gaps.push(page.second - page.first);
                     if self.gaps.len() >= 2 * REUSE_SAMPLES {
                         // Keep every other one: the samples stay evenly spread.

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::{parse_args, Config};
-use objtier_cache_model::Cache;
+use objtier_cache_model::{Cache, Hint};
 use objtier_emulate::trace::{Record, Writer};
 use objtier_emulate::Attribution;
 use objtier_wire::emulate::{self as channel, ClockPage, Marker, RingFile};
@@ -21,11 +21,11 @@ use qemu_plugin::plugin::{HasCallbacks, Register};
 use qemu_plugin::sys::{
     qemu_plugin_cb_flags, qemu_plugin_id_t, qemu_plugin_insn_data, qemu_plugin_insn_size,
     qemu_plugin_mem_is_store, qemu_plugin_mem_rw, qemu_plugin_mem_size_shift,
-    qemu_plugin_meminfo_t, qemu_plugin_register_atexit_cb, qemu_plugin_register_vcpu_insn_exec_cb,
-    qemu_plugin_register_vcpu_mem_cb, qemu_plugin_register_vcpu_syscall_cb,
-    qemu_plugin_register_vcpu_syscall_ret_cb, qemu_plugin_register_vcpu_tb_exec_cb,
-    qemu_plugin_register_vcpu_tb_trans_cb, qemu_plugin_tb, qemu_plugin_tb_get_insn,
-    qemu_plugin_tb_n_insns,
+    qemu_plugin_meminfo_t, qemu_plugin_op, qemu_plugin_register_atexit_cb,
+    qemu_plugin_register_vcpu_insn_exec_cb, qemu_plugin_register_vcpu_mem_cb,
+    qemu_plugin_register_vcpu_syscall_cb, qemu_plugin_register_vcpu_syscall_ret_cb,
+    qemu_plugin_register_vcpu_tb_exec_inline, qemu_plugin_register_vcpu_tb_trans_cb,
+    qemu_plugin_tb, qemu_plugin_tb_get_insn, qemu_plugin_tb_n_insns,
 };
 
 type Trace = Writer<BufWriter<File>>;
@@ -86,6 +86,25 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl State {
     fn now(&self) -> u64 {
         self.clock.load(Relaxed)
+    }
+
+    /// A miss of the modeled cache at `addr`: to the attribution, after ending the intervals
+    /// the clock has passed.
+    #[cold]
+    fn missed(&self, addr: u64, store: bool) {
+        let now = self.now();
+        let mut inner = lock(&self.inner);
+        if now >= self.next_boundary.load(Relaxed) {
+            self.advance(&mut inner, now);
+        }
+        inner.attribution.miss(addr, store, now);
+    }
+
+    fn advance(&self, inner: &mut Inner, now: u64) {
+        inner.attribution.advance(now);
+        self.next_boundary
+            .store(inner.attribution.next_boundary(), Relaxed);
+        flush(inner);
     }
 
     fn trace_for(&self, pid: u32) -> Trace {
@@ -244,10 +263,10 @@ fn drain(state: &State) {
             Some(event) => {
                 let now = state.now();
                 let mut inner = lock(&state.inner);
+                if now >= state.next_boundary.load(Relaxed) {
+                    state.advance(&mut inner, now);
+                }
                 inner.attribution.event(event, now);
-                state
-                    .next_boundary
-                    .store(inner.attribution.next_boundary(), Relaxed);
                 waited = 0;
             }
             // Another thread is writing the next slot: it will be done in a moment.
@@ -260,51 +279,43 @@ fn drain(state: &State) {
     }
 }
 
+/// One access of `size_shift`'s size at `vaddr`: through the modeled cache, a miss to its
+/// object.
+#[inline(always)]
+fn access(vcpu: c_uint, vaddr: u64, info: qemu_plugin_meminfo_t, store: bool) {
+    let Some(state) = STATE.get() else { return };
+    let line = vaddr >> objtier_cache_model::LINE_SHIFT;
+    let missed = state
+        .cache
+        .touch_line_hinted(line, &HINTS[vcpu as usize % HINTS.len()]);
+    // An access that straddles two lines touches both (rare: only unaligned ones).
+    if vaddr & 63 > 56 {
+        // SAFETY: `info` is this callback's own.
+        let size = 1u64 << unsafe { qemu_plugin_mem_size_shift(info) };
+        let last = (vaddr + size - 1) >> objtier_cache_model::LINE_SHIFT;
+        if last != line && state.cache.touch_line(last) {
+            state.missed(last << objtier_cache_model::LINE_SHIFT, store);
+        }
+    }
+    if missed {
+        state.missed(vaddr, store);
+    }
+}
+
 unsafe extern "C" fn on_access(
-    _vcpu: c_uint,
+    vcpu: c_uint,
     info: qemu_plugin_meminfo_t,
     vaddr: u64,
     _: *mut c_void,
 ) {
-    let Some(state) = STATE.get() else { return };
     // SAFETY: `info` is this callback's own.
-    let (store, size) = unsafe {
-        (
-            qemu_plugin_mem_is_store(info),
-            1u64 << qemu_plugin_mem_size_shift(info),
-        )
-    };
-    let last = vaddr.wrapping_add(size - 1);
-    let mut line = vaddr >> objtier_cache_model::LINE_SHIFT;
-    loop {
-        if state.cache.touch_line(line) {
-            let now = state.now();
-            lock(&state.inner).attribution.miss(
-                line << objtier_cache_model::LINE_SHIFT,
-                store,
-                now,
-            );
-        }
-        // An access that straddles two lines touches both.
-        if line == last >> objtier_cache_model::LINE_SHIFT {
-            return;
-        }
-        line += 1;
-    }
+    let store = unsafe { qemu_plugin_mem_is_store(info) };
+    access(vcpu, vaddr, info, store);
 }
 
-unsafe extern "C" fn on_block(_vcpu: c_uint, instructions: *mut c_void) {
-    let Some(state) = STATE.get() else { return };
-    let now = state.clock.fetch_add(instructions as u64, Relaxed) + instructions as u64;
-    if now >= state.next_boundary.load(Relaxed) {
-        let mut inner = state.inner();
-        inner.attribution.advance(now);
-        state
-            .next_boundary
-            .store(inner.attribution.next_boundary(), Relaxed);
-        flush(&mut inner);
-    }
-}
+/// Each vCPU's (thread's) last line, so that runs of accesses to one line skip the hash
+/// (vCPUs past the array share hints, which costs only speed).
+static HINTS: [Hint; 256] = [const { Hint::new() }; 256];
 
 unsafe extern "C" fn on_marker(_vcpu: c_uint, which: *mut c_void) {
     let Some(state) = STATE.get() else { return };
@@ -319,14 +330,20 @@ unsafe extern "C" fn on_translate(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb
     // SAFETY: `tb` and its instructions are valid for the duration of this callback.
     unsafe {
         let n = qemu_plugin_tb_n_insns(tb);
-        qemu_plugin_register_vcpu_tb_exec_cb(
-            tb,
-            Some(on_block),
-            qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
-            n as *mut c_void,
-        );
+        // The clock: an add inlined in the translated code (no call). Threads' adds are not
+        // atomic, so with several running at once a few may be lost (docs/design).
+        if let Some(state) = STATE.get() {
+            qemu_plugin_register_vcpu_tb_exec_inline(
+                tb,
+                qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64,
+                state.clock as *const AtomicU64 as *mut c_void,
+                n as u64,
+            );
+        }
         for i in 0..n {
             let insn = qemu_plugin_tb_get_insn(tb, i);
+            // One callback for both, which asks: QEMU 7.2 calls a callback registered for
+            // reads alone on writes, and the other way round (seen in the exactness test).
             qemu_plugin_register_vcpu_mem_cb(
                 insn,
                 Some(on_access),

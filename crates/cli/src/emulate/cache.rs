@@ -13,7 +13,7 @@ pub struct CacheSpec {
 
 impl std::fmt::Display for CacheSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (n, unit) = if self.bytes % (1 << 20) == 0 {
+        let (n, unit) = if self.bytes.is_multiple_of(1 << 20) {
             (self.bytes >> 20, "MiB")
         } else {
             (self.bytes >> 10, "KiB")
