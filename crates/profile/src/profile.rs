@@ -26,7 +26,7 @@ pub enum Source {
     Damon,
     /// Page references through `/proc`.
     Proc,
-    /// An emulated cache: every load and store, exactly (issue 43).
+    /// An emulated cache: every load and store, exactly (`objtier profile --source emulate`).
     Emulate,
     /// No access source: allocations and lifetimes only.
     None,
