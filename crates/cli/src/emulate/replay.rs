@@ -342,3 +342,133 @@ fn finish(
         pages,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use objtier_emulate::trace::{Sink, Writer};
+    use objtier_wire::Event;
+
+    fn event(kind: EventKind, addr: u64, len: u64, site: u64, time_ns: u64) -> Record {
+        Record::Event(Event {
+            kind: kind as u32,
+            flags: 0,
+            addr,
+            len,
+            time_ns,
+            site,
+        })
+    }
+
+    /// A parent and its forked child, replayed: each object's misses on its site, lifetimes
+    /// in emulated time, frames named through the saved map and the guest base, intervals
+    /// of the emulated clock, page detail by frames.
+    #[test]
+    fn traces_become_one_profile() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |pid: u32, records: &[Record]| {
+            let mut w = Writer::new(Vec::new());
+            for &r in records {
+                w.record(r);
+            }
+            std::fs::write(dir.path().join(format!("trace.{pid}")), w.into_inner()).unwrap();
+            std::fs::write(
+                dir.path().join(format!("maps.{pid}")),
+                "4000000000-4000010000 r--p 00000000 fe:00 7 /usr/bin/app\n",
+            )
+            .unwrap();
+        };
+        let start = |pid, parent, time| Record::Start {
+            pid,
+            parent,
+            time,
+            cache_bytes: 2 << 20,
+            cache_ways: 8,
+        };
+        write(
+            10,
+            &[
+                start(10, 0, 0),
+                Record::Attached {
+                    time: 5,
+                    guest_base: 0,
+                },
+                event(EventKind::Alloc, 0x7000_0000, 8192, 77, 10),
+                event(EventKind::SiteFrame, 0x40_0000_1234, 1, 77, 10),
+                Record::Misses {
+                    key: Key::Site(77),
+                    loads: 100,
+                    stores: 20,
+                },
+                Record::Unattributed {
+                    loads: 30,
+                    stores: 0,
+                },
+                Record::IntervalEnd {
+                    index: 0,
+                    time: 1000,
+                },
+                Record::Misses {
+                    key: Key::Site(77),
+                    loads: 1,
+                    stores: 2,
+                },
+                event(EventKind::Free, 0x7000_0000, 0, 0, 1500),
+                Record::IntervalEnd {
+                    index: 1,
+                    time: 2000,
+                },
+                Record::Pages {
+                    key: Key::Site(77),
+                    once: 1,
+                    twice: 1,
+                    more: 0,
+                },
+                Record::Reuse {
+                    key: Key::Site(77),
+                    gap: 500_000_000,
+                },
+                Record::Exit { time: 2500 },
+            ],
+        );
+        write(11, &[start(11, 10, 1200), Record::Exec { time: 1300 }]);
+        let r = replay(
+            dir.path(),
+            &Context {
+                command: vec!["app".into()],
+                exe: "/usr/bin/app".into(),
+                interval_ns: 1000,
+                description: "emulate".into(),
+            },
+        )
+        .unwrap();
+        assert_eq!(r.execed, vec![11]);
+        assert!(r.cut_short.is_empty());
+        let p = r.profile;
+        assert_eq!(p.source, Source::Emulate);
+        assert_eq!(p.processes.len(), 2);
+        let site = p
+            .sites
+            .iter()
+            .find(|s| s.frames == ["/usr/bin/app+0x1234"])
+            .expect("the site, named");
+        assert_eq!(
+            (site.loads, site.stores, site.accesses),
+            (Some(101.0), Some(22.0), 123.0)
+        );
+        assert_eq!(site.lifetime.freed, 1);
+        assert_eq!(site.lifetime.max_s, Some(1490e-9));
+        assert_eq!(site.series.interval, vec![0, 1]);
+        assert_eq!(site.series.loads, Some(vec![100.0, 1.0]));
+        assert_eq!(p.measurement.sampled, 153.0);
+        assert_eq!(p.measurement.attributed, 123.0);
+        assert_eq!(p.intervals.len(), 3);
+        assert!((p.duration_s - 2500e-9).abs() < 1e-15);
+        assert_eq!(p.pages.len(), 1);
+        assert_eq!(p.pages[0].frames, ["/usr/bin/app+0x1234"]);
+        assert_eq!(
+            (p.pages[0].touched_once, p.pages[0].reuse_s.clone()),
+            (1, vec![0.5])
+        );
+    }
+}
