@@ -59,6 +59,12 @@ impl Cache {
 
     /// A cache of `bytes` (a multiple of `ways` lines) and `ways`-way associativity.
     pub fn with_size(bytes: u64, ways: usize) -> Result<Cache, String> {
+        let sets = Cache::sets_for(bytes, ways)?;
+        Ok(Cache::new(sets, ways))
+    }
+
+    /// The sets of a cache of `bytes` and `ways`, or why there is no such cache.
+    pub fn sets_for(bytes: u64, ways: usize) -> Result<usize, String> {
         let lines = bytes / LINE_BYTES;
         if ways == 0
             || lines == 0
@@ -70,7 +76,7 @@ impl Cache {
                  must be a whole number of ways x 64 bytes)"
             ));
         }
-        Ok(Cache::new((lines / ways as u64) as usize, ways))
+        Ok((lines / ways as u64) as usize)
     }
 
     pub fn sets(&self) -> usize {
@@ -237,8 +243,9 @@ mod tests {
 
     #[test]
     fn sizes() {
-        let c = Cache::with_size(300 << 20, 20).unwrap();
-        assert_eq!((c.sets(), c.ways(), c.bytes()), (245_760, 20, 300 << 20));
+        assert_eq!(Cache::sets_for(300 << 20, 20), Ok(245_760));
+        let c = Cache::with_size(3 << 20, 12).unwrap();
+        assert_eq!((c.sets(), c.ways(), c.bytes()), (4096, 12, 3 << 20));
         assert_eq!(Cache::with_size(2 << 20, 8).unwrap().sets(), 4096);
         assert!(Cache::with_size(1000, 8).is_err());
         assert!(Cache::with_size(2 << 20, 0).is_err());

@@ -58,7 +58,7 @@ pub(crate) fn parse_args(raw: &[String]) -> Result<Config, String> {
         cache_ways: ways.ok_or("missing cache_ways=N (the modeled cache's associativity)")?,
         interval_ns: interval,
     };
-    objtier_cache_model::Cache::with_size(config.cache_bytes, config.cache_ways)?;
+    objtier_cache_model::Cache::sets_for(config.cache_bytes, config.cache_ways)?;
     Ok(config)
 }
 

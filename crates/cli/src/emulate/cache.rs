@@ -39,7 +39,7 @@ pub fn parse(spec: &str) -> anyhow::Result<CacheSpec> {
 }
 
 fn check(spec: CacheSpec) -> anyhow::Result<CacheSpec> {
-    if let Err(e) = objtier_cache_model::Cache::with_size(spec.bytes, spec.ways) {
+    if let Err(e) = objtier_cache_model::Cache::sets_for(spec.bytes, spec.ways) {
         bail!("{e}");
     }
     if spec.bytes > 4 << 30 {
