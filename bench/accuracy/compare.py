@@ -9,8 +9,8 @@ Per workload and online source:
 - at 12.5, 25 and 50 % of the emulated profile's peak footprint: the share of the emulated
   misses on tracked memory that the sites the source would put in the fast tier hold (hotset by
   the source's heat, whole sites by peak live bytes until the capacity is crossed, the crossing
-  site in part), beside the share of emulate's own choice (the best a ranking by exact misses
-  per byte makes).
+  site in part), each site's budget judged against its true size (the emulated profile's peak
+  live bytes), beside the share of emulate's own choice (a ranking by exact misses per byte).
 """
 
 import json
@@ -59,21 +59,25 @@ def spearman(x, y):
 
 
 def hotset(chooser, capacity):
-    """{key: share of the site in the fast tier} for hotset over `chooser`'s sites."""
+    """{key: bytes of the fast tier} for hotset over `chooser`'s sites, sized as it saw them
+    (what `objtier advise` would budget)."""
     order = sorted(((a / b, key, b) for key, (a, b) in chooser.items() if a > 0),
                    key=lambda t: (-t[0], t[1]))
-    left, chosen = capacity, {}
+    left, budgets = capacity, {}
     for _, key, size in order:
         if left <= 0:
             break
-        chosen[key] = min(1.0, left / size)
+        budgets[key] = min(size, left)
         left -= size
-    return chosen
+    return budgets
 
 
-def share(chosen, exact):
+def share(budgets, exact):
+    """The share of the exact misses the budgets hold: a site's budget over its true peak
+    bytes, of its misses (spread evenly over its bytes)."""
     total = sum(a for a, _ in exact.values())
-    return sum(exact[k][0] * f for k, f in chosen.items() if k in exact) / total if total else None
+    held = sum(exact[k][0] * min(1.0, b / exact[k][1]) for k, b in budgets.items() if k in exact)
+    return held / total if total else None
 
 
 def compare(workload_dir):
