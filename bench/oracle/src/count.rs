@@ -2,6 +2,7 @@
 //! counters, the marker instruction that opens and closes a measured window, and the JSON it
 //! writes. All of it is unit-tested without a guest.
 
+use objtier_cache_model::Cache;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Counter cells for this many vCPUs; more vCPUs share cells (the adds are atomic, so sharing
@@ -146,58 +147,25 @@ pub struct Totals {
 
 /// The modeled last-level cache, per vCPU: 2 MiB of 64-byte lines, [`WAYS`]-way set-associative
 /// with least-recently-used replacement, its set chosen by a hash of the line's address as QEMU
-/// reports it. TCG has no caches, so without one every stack spill would count as a memory
-/// access and data with locality would drown the traffic that tiering is about; the misses are
-/// what reaches memory on a real machine (roughly: real caches are bigger and shared).
+/// reports it (the model is `objtier-cache-model`'s, shared with the emulation plugin, whose
+/// crate doc says why hashed and why associative). TCG has no caches, so without one every
+/// stack spill would count as a memory access and data with locality would drown the traffic
+/// that tiering is about; the misses are what reaches memory on a real machine (roughly: real
+/// caches are bigger and shared).
 ///
-/// Why hashed ([`cache_set`]): indexed by the address's low bits, two buffers a multiple of
-/// 2 MiB apart use the same sets, and TCG runs `rep movsb` (the kernel's page copy) a byte at a
-/// time, alternating source and destination. Last-level caches hash their slices too.
-///
-/// Why associative: the model was direct-mapped until 2026-11-26, and a direct-mapped cache
-/// lets two hot lines that happen to share a slot evict each other on every access. Which lines
-/// share a slot depends on the physical pages a program's data lands on, so a migration could
-/// switch such a pair on or off: one lammps run counted 5.7 times the user misses of the same
-/// program's other runs, for the same accesses. With 8 ways a set needs 9 hot lines to thrash.
+/// The model was direct-mapped until 2026-11-26: one lammps run counted 5.7 times the user
+/// misses of the same program's other runs, for the same accesses, because a migration switched
+/// a pair of hot lines sharing a slot on and off. With 8 ways a set needs 9 hot lines to thrash.
 pub const CACHE_LINES: usize = CACHE_SETS * WAYS;
 /// Lines per set.
 pub const WAYS: usize = 8;
-const SET_BITS: u32 = 12;
-const CACHE_SETS: usize = 1 << SET_BITS;
-const LINE_SHIFT: u32 = 6;
+const CACHE_SETS: usize = 1 << 12;
+const LINE_SHIFT: u32 = objtier_cache_model::LINE_SHIFT;
 
-/// The modeled cache's set for a line number (Fibonacci hashing: the top bits of the line times
-/// 2^64 / phi).
+/// The modeled cache's set for a line number.
 #[inline]
 pub fn cache_set(line: u64) -> usize {
-    (line.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SET_BITS)) as usize
-}
-
-/// One set of the modeled cache: tags (line number + 1; 0 is empty), most recently used first.
-/// One host cache line, so a lookup touches one.
-#[repr(align(64))]
-#[derive(Default)]
-struct Set([AtomicU64; WAYS]);
-
-impl Set {
-    /// Looks `line` up and makes it the most recently used; true when it was not there (the
-    /// least recently used line, if the set was full, is evicted).
-    #[inline]
-    fn touch(&self, line: u64) -> bool {
-        let want = line + 1;
-        let ways = &self.0;
-        if ways[0].load(Relaxed) == want {
-            return false;
-        }
-        // Where the line is, or the last way (whose line is evicted) when it is not there.
-        let found = (1..WAYS).find(|&i| ways[i].load(Relaxed) == want);
-        let end = found.unwrap_or(WAYS - 1);
-        for i in (1..=end).rev() {
-            ways[i].store(ways[i - 1].load(Relaxed), Relaxed);
-        }
-        ways[0].store(want, Relaxed);
-        found.is_none()
-    }
+    Cache::set_of(line, CACHE_SETS)
 }
 
 /// Whether an access at `vaddr` was made in user mode (x86-64: the lower half).
@@ -252,7 +220,7 @@ impl Totals {
 struct Cell {
     counts: [[[AtomicU64; SLOTS]; 2]; 2],
     misses: [[AtomicU64; SLOTS]; 2],
-    cache: Box<[Set]>,
+    cache: Cache,
 }
 
 impl Default for Cell {
@@ -260,7 +228,7 @@ impl Default for Cell {
         Cell {
             counts: Default::default(),
             misses: Default::default(),
-            cache: (0..CACHE_SETS).map(|_| Set::default()).collect(),
+            cache: Cache::new(CACHE_SETS, WAYS),
         }
     }
 }
@@ -341,8 +309,7 @@ impl Counters {
     pub fn add(&self, vcpu: u32, slot: usize, store: bool, user: bool, addr: u64) -> bool {
         let cell = &self.cells[vcpu as usize % VCPU_CELLS];
         cell.counts[user as usize][store as usize][slot].fetch_add(1, Relaxed);
-        let line = addr >> LINE_SHIFT;
-        if cell.cache[cache_set(line)].touch(line) {
+        if cell.cache.touch_line(addr >> LINE_SHIFT) {
             cell.misses[user as usize][slot].fetch_add(1, Relaxed);
             return true;
         }

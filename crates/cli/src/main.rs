@@ -19,6 +19,7 @@ use std::time::Duration;
 mod advise_cmd;
 mod config_file;
 mod doctor;
+mod emulate;
 mod launch;
 mod placement;
 mod profile_cmd;

@@ -20,9 +20,15 @@ pub struct ProfileArgs {
     #[arg(short, long)]
     output: Option<PathBuf>,
     /// The daemon's access source, for a daemon this command starts: auto, perf, damon, proc
-    /// or none (a daemon already running keeps its own; a different one here is an error).
+    /// or none (a daemon already running keeps its own; a different one here is an error);
+    /// or emulate: the command under QEMU's user-mode emulation, every miss of a modeled
+    /// last-level cache counted (no daemon; x86-64, dynamically linked programs).
     #[arg(long)]
     source: Option<String>,
+    /// With --source emulate: the modeled cache, SIZE,WAYS (e.g. 2M,8) [default: this
+    /// machine's last-level cache].
+    #[arg(long, value_name = "SIZE,WAYS")]
+    emulate_cache: Option<String>,
     /// The daemon's interval, for a daemon this command starts (e.g. 1s) [default: 2s]: the
     /// profile's time series has one row per interval.
     #[arg(long)]
@@ -64,6 +70,18 @@ struct MergeArgs {
 pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     if let Some(ProfileCmd::Merge(m)) = args.merge {
         return merge_profiles(m);
+    }
+    if args.source.as_deref() == Some("emulate") {
+        return crate::emulate::profile(crate::emulate::Request {
+            command: args.command,
+            output: args.output,
+            interval: args.interval,
+            lib: args.launch.lib,
+            cache: args.emulate_cache,
+        });
+    }
+    if args.emulate_cache.is_some() {
+        bail!("--emulate-cache is for --source emulate");
     }
     let socket = args.launch.socket();
     let lib = launch::find_library(args.launch.lib.clone())?;
@@ -112,25 +130,8 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     if args.observe_only {
         cmd.env("OBJTIER_NO_MIGRATE", "1");
     }
-    // Ctrl-C is the command's: this process stays to write what it did.
-    // SAFETY: ignoring SIGINT and SIGQUIT in this process; the child gets the default back.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-    }
-    let status = {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: restoring default dispositions in the child before exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::signal(libc::SIGINT, libc::SIG_DFL);
-                libc::signal(libc::SIGQUIT, libc::SIG_DFL);
-                Ok(())
-            });
-        }
-        cmd.status()
-            .with_context(|| format!("cannot run {:?}", args.command[0]))?
-    };
+    let status = run_ignoring_interrupts(&mut cmd)
+        .with_context(|| format!("cannot run {:?}", args.command[0]))?;
     let mut profile = finish(&socket, token, args.wait)?;
     let named = crate::symbolize::symbolize(&mut profile);
     let output = args
@@ -140,6 +141,27 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot write the profile {}", output.display()))?;
     print_summary(&profile, &output, named);
     Ok(exit_code(status))
+}
+
+/// Runs `cmd` to its end. Ctrl-C is the command's: this process stays to write what it did.
+pub(crate) fn run_ignoring_interrupts(
+    cmd: &mut Command,
+) -> std::io::Result<std::process::ExitStatus> {
+    // SAFETY: ignoring SIGINT and SIGQUIT in this process; the child gets the default back.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+    use std::os::unix::process::CommandExt;
+    // SAFETY: restoring default dispositions in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    cmd.status()
 }
 
 /// Asks the daemon for the session's profile until its processes have all detached, or `wait`
@@ -176,7 +198,7 @@ fn finish(socket: &Path, token: u64, wait: Duration) -> anyhow::Result<Profile> 
     }
 }
 
-fn exit_code(status: std::process::ExitStatus) -> ExitCode {
+pub(crate) fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => ExitCode::from(code.clamp(0, 255) as u8),
@@ -185,7 +207,7 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     }
 }
 
-fn print_summary(profile: &Profile, output: &Path, named: usize) {
+pub(crate) fn print_summary(profile: &Profile, output: &Path, named: usize) {
     if profile.processes.is_empty() {
         eprintln!(
             "objtier: warning: no process of the command attached to the daemon (none made an \

@@ -46,6 +46,7 @@ mod api;
 mod arenas;
 mod budget;
 mod discard;
+mod emulate;
 mod free_index;
 mod large;
 mod lock;
@@ -1059,6 +1060,7 @@ const MIMALLOC_ARENA_EAGER_COMMIT: libc::c_long = 2;
 
 extern "C" fn constructor() {
     options::init();
+    emulate::init();
     sandbox::init();
     site::init();
     // SAFETY: mimalloc's options are plain reads and writes; it reads these when it next

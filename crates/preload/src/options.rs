@@ -44,6 +44,9 @@ pub struct Options {
     pub placement_path: [u8; PLACEMENT_PATH_MAX],
     /// Ask the daemon never to move this process's pages (`OBJTIER_NO_MIGRATE=1`).
     pub no_migrate: bool,
+    /// The emulation channel's directory (`OBJTIER_EMULATE`, set by `objtier profile --source
+    /// emulate`), NUL-terminated; empty for none (`emulate.rs`).
+    pub emulate_path: [u8; PLACEMENT_PATH_MAX],
 }
 
 impl Options {
@@ -61,11 +64,18 @@ impl Options {
         profile_token: 0,
         placement_path: [0; PLACEMENT_PATH_MAX],
         no_migrate: false,
+        emulate_path: [0; PLACEMENT_PATH_MAX],
     };
 
     /// Whether a placement file was given.
     pub fn has_placement(&self) -> bool {
         self.placement_path[0] != 0
+    }
+
+    /// The emulation channel's directory, without its NUL (empty for none).
+    pub fn emulate_dir(&self) -> &[u8] {
+        let end = self.emulate_path.iter().position(|&b| b == 0).unwrap_or(0);
+        &self.emulate_path[..end]
     }
 
     /// Whether an object of `size` bytes is tracked: it gets pages of its own and is reported.
@@ -186,6 +196,9 @@ fn apply(options: &mut Options, entry: &[u8]) {
         b"OBJTIER_PLACEMENT" if value.first() == Some(&b'/') => {
             copy_path(&mut options.placement_path, value)
         }
+        b"OBJTIER_EMULATE" if value.first() == Some(&b'/') => {
+            copy_path(&mut options.emulate_path, value)
+        }
         b"OBJTIER_NO_MIGRATE" => {
             options.no_migrate = matches!(value, b"1" | b"yes" | b"true" | b"on")
         }
@@ -277,6 +290,9 @@ mod tests {
         assert_eq!(&o.placement_path[..24], b"/tmp/app.placement.json\0");
         apply(&mut o, b"OBJTIER_NO_MIGRATE=1");
         assert!(o.no_migrate);
+        assert!(o.emulate_dir().is_empty());
+        apply(&mut o, b"OBJTIER_EMULATE=/tmp/objtier-emulate.x");
+        assert_eq!(o.emulate_dir(), b"/tmp/objtier-emulate.x");
     }
 
     #[test]

@@ -97,6 +97,9 @@ pub fn describe_site(site: u64, frames: &site::Frames) {
 /// as the daemon's `CLOCK_MONOTONIC`, so creation times compare with its own.
 #[inline]
 pub fn now_ns() -> u64 {
+    if let Some(emulated) = crate::emulate::now() {
+        return emulated;
+    }
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -164,7 +167,8 @@ fn publish(ring: &RingHeader, event: &Event) -> bool {
 #[inline]
 fn publish_at(ring: &RingHeader, event: &Event) -> Option<u64> {
     let pos = ring.push_at(event)?;
-    if ring.doorbell_due(pos) {
+    // Emulated, the plugin takes each event before the program's next access.
+    if ring.doorbell_due(pos) || crate::emulate::active() {
         doorbell();
     }
     Some(pos)
@@ -177,6 +181,10 @@ static DOORBELLS_IN_FLIGHT: AtomicU32 = AtomicU32::new(0);
 /// buffer means the daemon has doorbells unread already, so a failure needs no retry.
 #[cold]
 fn doorbell() {
+    if crate::emulate::active() {
+        crate::emulate::drain();
+        return;
+    }
     // Counted before the check: a thread confining the program waits for it (`quiesce`).
     DOORBELLS_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
     let fd = SOCKET_FD.load(Ordering::SeqCst);
@@ -277,7 +285,7 @@ pub fn tick(now: u64) {
             SOCKET_FD.store(-1, Ordering::SeqCst);
             detach("the program closed the daemon socket");
             NEXT_CHECK_NS.store(0, Ordering::Relaxed);
-        } else if !confined && daemon_gone() {
+        } else if !confined && !crate::emulate::active() && daemon_gone() {
             detach("the daemon closed the connection");
             NEXT_CHECK_NS.store(0, Ordering::Relaxed);
         } else {
@@ -459,9 +467,15 @@ fn detach(why: &str) {
     log!("detached: {why}");
 }
 
-/// Connects to the daemon and hands it a fresh ring. Returns a static reason on failure.
+/// Connects to the daemon and hands it a fresh ring (or, emulated, takes the plugin's).
+/// Returns a static reason on failure.
 fn attach() -> Result<(), &'static str> {
     let opts = options::get();
+    if !opts.emulate_dir().is_empty() {
+        let ring = crate::emulate::ring().ok_or("not emulated: no objtier plugin answered")?;
+        adopt(ring, -1);
+        return Ok(());
+    }
     let fd = connect_any(opts)?;
     let capacity = opts.ring_capacity;
     let bytes = shared_bytes(capacity);
@@ -558,35 +572,41 @@ fn attach() -> Result<(), &'static str> {
         // program closes, reopens (fds 0-2) or counts, like other long-lived library fds.
         let fd = move_fd_high(fd);
         SOCKET_INODE.store(socket_inode(fd), Ordering::Relaxed);
-        // Re-announce live objects, then publish the ring, under one hold of the allocator
-        // lock: no allocation or free can fall between the snapshot and the switch. The new
-        // daemon knows none of our sites: describe each again when next seen.
-        let now = now_ns();
-        site::forget_all();
-        large::for_each_live(
-            |extent, site| {
-                ring.push(&snapshot_event(extent, site, now));
-            },
-            || {
-                let old = SOCKET_FD.swap(fd, Ordering::SeqCst);
-                if old >= 0 {
-                    close_socket(old);
-                }
-                RING.store(
-                    ring as *const RingHeader as *mut RingHeader,
-                    Ordering::Release,
-                );
-            },
-        );
+        adopt(ring, fd);
     }
+    log!("attached to the daemon");
+    Ok(())
+}
+
+/// Makes `ring` (with the daemon socket `fd`, or -1 for none) the one in use: every live
+/// object re-announced into it first.
+fn adopt(new: &'static RingHeader, fd: i32) {
+    // Re-announce live objects, then publish the ring, under one hold of the allocator lock:
+    // no allocation or free can fall between the snapshot and the switch. The new daemon knows
+    // none of our sites: describe each again when next seen.
+    let now = now_ns();
+    site::forget_all();
+    large::for_each_live(
+        |extent, site| {
+            new.push(&snapshot_event(extent, site, now));
+        },
+        || {
+            let old = SOCKET_FD.swap(fd, Ordering::SeqCst);
+            if old >= 0 {
+                close_socket(old);
+            }
+            RING.store(
+                new as *const RingHeader as *mut RingHeader,
+                Ordering::Release,
+            );
+        },
+    );
     // The snapshot may have been pushed after the daemon's first look at the ring.
     doorbell();
     ARENAS_REPORTED.store(0, Ordering::Relaxed);
     if let Some(ring) = ring() {
         report_new_arenas(ring);
     }
-    log!("attached to the daemon");
-    Ok(())
 }
 
 /// How long an attach with a placement waits for the daemon to apply it.

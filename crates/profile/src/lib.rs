@@ -19,6 +19,7 @@
 mod error;
 pub mod flexmalloc;
 pub mod merge;
+pub mod pages;
 pub mod placement;
 pub mod profile;
 

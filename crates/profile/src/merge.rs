@@ -120,6 +120,8 @@ pub fn merge(
     out.intervals = merged_intervals(profiles.iter().map(|(_, p)| p.intervals.as_slice()));
     out.merged_runs = profiles.iter().map(|(_, p)| p.merged_runs).sum();
     out.merged_by = Some(by);
+    // Page counts are the runs' pages together, whatever `by`: a mean page is no page.
+    out.pages = crate::pages::merge(profiles.iter().map(|(_, p)| p.pages.as_slice()));
     let mut modules: BTreeMap<String, Option<String>> = BTreeMap::new();
     for (file, p) in profiles {
         out.processes.extend(p.processes.iter().cloned());

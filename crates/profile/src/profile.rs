@@ -26,7 +26,7 @@ pub enum Source {
     Damon,
     /// Page references through `/proc`.
     Proc,
-    /// An emulated cache: every load and store, exactly (issue 43).
+    /// An emulated cache: every load and store, exactly (`objtier profile --source emulate`).
     Emulate,
     /// No access source: allocations and lifetimes only.
     None,
@@ -79,6 +79,10 @@ pub struct Profile {
     #[serde(default)]
     pub intervals: Vec<Interval>,
     pub sites: Vec<Site>,
+    /// Page detail per site, where the source saw every access (`emulate`; see
+    /// [`crate::pages`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pages: Vec<crate::pages::SitePages>,
     /// How many profiles were merged into this one (1 for a profile of one run), and how.
     #[serde(default = "one")]
     pub merged_runs: u32,
@@ -398,6 +402,7 @@ impl Profile {
             processes: Vec::new(),
             intervals: Vec::new(),
             sites: Vec::new(),
+            pages: Vec::new(),
             merged_runs: 1,
             merged_by: None,
         }

@@ -38,6 +38,8 @@
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod emulate;
+
 use core::mem::{align_of, size_of};
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 

@@ -2,17 +2,12 @@
 //! Fig. 4) and, for pages touched exactly twice, the time between the two touches (Fig. 5:
 //! why a reactive, page-level tiering that promotes on a second touch gains little).
 //!
-//! It needs the time of every touch of every page, which no source records today: perf,
-//! DAMON and proc profiles count per site and interval. An emulated profile (`objtier profile
-//! --source emulate`, issue 43) will. The figures are computed from [`SitePages`], which
-//! [`from_profile`] is the one place to fill from such a profile; until then it says there is
-//! no page detail and the report draws nothing.
-//!
-//! The field it would read, an optional `sites[].pages` beside `series`:
-//! `{"page_bytes": 4096, "pages": [{"touches_s": [0.51, 3.02], "tier": 1}, ...]}`: per page
-//! of the site's objects that was touched, the times of its touches (seconds since the
-//! profile began, at most the first few when a page is touched often: three are enough to
-//! tell 1, 2 and 3+ apart) and the tier it was in at its last touch.
+//! It needs every touch of every page, which only an emulated profile (`objtier profile
+//! --source emulate`) records: its `pages` field gives per site the pages touched in one, two,
+//! three or more intervals (a touch is an interval in which the page missed the modeled cache,
+//! over one object's life) and the reuse gaps of those touched twice (`objtier_profile::pages`).
+//! [`from_profile`] turns that into [`SitePages`]; perf, DAMON and proc profiles have none, and
+//! the report says so and draws nothing.
 
 use objtier_profile::{Profile, Source};
 use serde::Serialize;
@@ -34,10 +29,39 @@ pub struct SitePages {
     pub pages: Vec<PageTouches>,
 }
 
-/// The profile's page detail, where it has some. Profiles of version 1 have none: no
-/// source writes it yet (see the module doc for the field an emulated profile will add).
-pub fn from_profile(_profile: &Profile) -> Option<Vec<SitePages>> {
-    None
+/// The profile's page detail, where it has some (see the module doc). A page touched twice
+/// whose gap the profile did not keep (it keeps a sample) counts as touched twice with no gap.
+pub fn from_profile(profile: &Profile) -> Option<Vec<SitePages>> {
+    if profile.pages.is_empty() {
+        return None;
+    }
+    let detail = profile
+        .pages
+        .iter()
+        .filter_map(|p| {
+            let site = profile
+                .sites
+                .iter()
+                .position(|s| s.kind == p.kind && s.frames == p.frames)?;
+            let touches = |t: Vec<f64>| PageTouches {
+                touches_s: t,
+                tier: None,
+            };
+            let mut pages = Vec::new();
+            pages.extend((0..p.touched_once).map(|_| touches(vec![0.0])));
+            let twice = p.touched_twice as usize;
+            pages.extend(
+                p.reuse_s
+                    .iter()
+                    .take(twice)
+                    .map(|&gap| touches(vec![0.0, gap])),
+            );
+            pages.extend((p.reuse_s.len().min(twice)..twice).map(|_| touches(vec![0.0, f64::NAN])));
+            pages.extend((0..p.touched_more).map(|_| touches(vec![0.0, 0.0, 0.0])));
+            Some(SitePages { site, pages })
+        })
+        .collect();
+    Some(detail)
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -103,7 +127,7 @@ pub fn figure(source: Source, detail: Option<&[SitePages]>) -> PagesFigure {
             source: source.name(),
             why: format!(
                 "this profile has no page detail (source {}); an emulated profile (objtier \
-                 profile --source emulate, issue 43) will",
+                 profile --source emulate) has",
                 source.name()
             ),
         };
@@ -169,7 +193,7 @@ mod tests {
     }
 
     #[test]
-    fn todays_profiles_have_no_page_detail_and_say_so() {
+    fn sampled_profiles_have_no_page_detail_and_say_so() {
         let p = crate::report::test_profiles::profile(2, 1);
         assert_eq!(from_profile(&p), None);
         match figure(Source::Damon, None) {
@@ -214,6 +238,33 @@ mod tests {
         assert_eq!(q.count, 3);
         assert_eq!((q.min, q.median, q.max), (1.0, 4.0, 6.0));
         assert!((q.mean - 11.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn an_emulated_profiles_pages_are_read() {
+        use crate::report::test_profiles::{profile, site};
+        let mut p = profile(2, 1);
+        p.sites = vec![
+            site("/bin/app+0x1", 4096, &[1.0]),
+            site("/bin/app+0x2", 4096, &[1.0]),
+        ];
+        p.pages = vec![objtier_profile::pages::SitePages {
+            kind: p.sites[1].kind,
+            frames: p.sites[1].frames.clone(),
+            touched_once: 2,
+            touched_twice: 3,
+            touched_more: 1,
+            reuse_s: vec![4.0, 2.0],
+        }];
+        let detail = from_profile(&p).unwrap();
+        assert_eq!(detail.len(), 1);
+        assert_eq!((detail[0].site, detail[0].pages.len()), (1, 6));
+        let PagesFigure::Present(f) = figure(Source::Emulate, Some(&detail)) else {
+            panic!("page detail was given");
+        };
+        assert_eq!((f.touched_once, f.touched_twice, f.touched_more), (2, 3, 1));
+        let q = f.reuse_s.unwrap();
+        assert_eq!((q.count, q.min, q.max), (2, 2.0, 4.0));
     }
 
     #[test]
