@@ -22,6 +22,7 @@ pub mod pending;
 mod phases;
 pub mod process;
 mod profiling;
+pub mod record;
 pub mod recorder;
 pub mod records;
 mod room;

@@ -17,13 +17,14 @@
 //! earlier run of the same program (`crate::sitestore`, warm start) are applied by call path.
 
 use crate::pending::PendingObjects;
+pub use crate::record::{Object, Record, ResidentPages};
 pub use crate::records::Records;
 use crate::sitestore::{Learnt, Program, Seen, StoredSite};
 use objtier_policy::lifetimes::{self, Lifetimes};
 use objtier_policy::split_ranges;
-use objtier_wire::{advice, event_flags, Control, Event, EventKind, RingHeader, PAGE_SIZE};
+pub use objtier_sys::ring::RingMapping;
+use objtier_wire::{advice, event_flags, Event, EventKind, PAGE_SIZE};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 
@@ -61,229 +62,6 @@ pub enum Evidence {
     /// A plan saw its site's records accessed while it held: the store forgets the site,
     /// whatever an earlier save or run said of it.
     Disproved,
-}
-
-/// A read-write mapping of a process's ring memfd.
-pub struct RingMapping {
-    ptr: *mut u8,
-    len: usize,
-    /// The ring's capacity as validated: the header's field is the process's to scribble on,
-    /// and is not read again.
-    capacity: u32,
-}
-
-// SAFETY: the mapping is plain shared memory; the ring protocol is built from atomics.
-unsafe impl Send for RingMapping {}
-
-impl RingMapping {
-    /// Maps and validates a ring passed by a process.
-    pub fn map(memfd: &OwnedFd, claimed_len: u64) -> anyhow::Result<RingMapping> {
-        // SAFETY: fstat on an fd we own.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(memfd.as_raw_fd(), &mut st) } != 0 {
-            anyhow::bail!(
-                "fstat of the ring memfd failed: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        // SAFETY: F_GET_SEALS on an fd we own.
-        let seals = unsafe { libc::fcntl(memfd.as_raw_fd(), libc::F_GET_SEALS) };
-        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
-            anyhow::bail!(
-                "the ring memfd is not sealed against shrinking (F_SEAL_SHRINK); a ring that \
-                 can shrink under the daemon's mapping is refused"
-            );
-        }
-        let len = st.st_size as usize;
-        if claimed_len as usize != len || len < std::mem::size_of::<RingHeader>() {
-            anyhow::bail!("ring memfd is {len} bytes, hello claimed {claimed_len}");
-        }
-        // SAFETY: mapping the whole memfd shared; we validate before interpreting it.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                memfd.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            anyhow::bail!(
-                "mmap of the ring failed: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        let mut mapping = RingMapping {
-            ptr: ptr as *mut u8,
-            len,
-            capacity: 0,
-        };
-        mapping.capacity = mapping
-            .header()
-            .validate(len)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        Ok(mapping)
-    }
-
-    pub fn header(&self) -> &RingHeader {
-        // SAFETY: the mapping is at least a header long and page-aligned; fields are plain
-        // integers and atomics, valid for any bit pattern.
-        unsafe { &*(self.ptr as *const RingHeader) }
-    }
-
-    /// The control area (validated to lie inside the mapping by `map`).
-    pub fn control(&self) -> &Control {
-        self.header().control_with(self.capacity)
-    }
-
-    /// Takes the next event from the ring, showing `taken_back` each allocation the library
-    /// took back that it passes over.
-    pub fn pop(&self, taken_back: impl FnMut(&Event)) -> Option<Event> {
-        self.header().pop_with(self.capacity, taken_back)
-    }
-}
-
-impl Drop for RingMapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping.
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
-    }
-}
-
-/// A tracked object as the library announced it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Object {
-    pub len: u64,
-    pub site: u64,
-    pub created_ns: u64,
-}
-
-/// What the daemon keeps per record (an object, or a split part of one), in
-/// `Process::records` beside its start address: 56 bytes, 64 with the start
-/// (docs/architecture.md lists the fields).
-///
-/// The access counters are `f32`: a DAMON region's weight is `nr_accesses` (at most the
-/// aggregation interval over the sampling interval: 20 by default) times its pages, so even
-/// 1,000 samples per aggregation over the largest object believed (2^35 pages) stay below
-/// 10^14, far inside `f32`'s range (10^38); its 24-bit mantissa ranks records to a few parts in
-/// 10^8, and any positive share of a region stays positive, which is what "accessed in this
-/// interval" tests. The EMA itself is computed in `f64` and only stored as `f32`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Record {
-    pub len: u64,
-    pub site: u64,
-    pub created_ns: u64,
-    /// Time of the last interval in which accesses were sampled; 0 if never.
-    pub last_access_ns: u64,
-    /// EMA of sampled accesses per interval (equation 1).
-    pub ema_accesses: f32,
-    /// Sampled accesses attributed during the current interval.
-    pub interval_accesses: f32,
-    /// Sampled accesses of the last completed interval.
-    pub recent_accesses: f32,
-    /// Sampled accesses of the interval before that.
-    pub previous_accesses: f32,
-    /// Where its pages were when last located (with many records the daemon locates a
-    /// rotating share of them each interval; see `tiering`).
-    pub resident: ResidentPages,
-}
-
-impl Record {
-    /// A record of `len` bytes from `site`, created at `created_ns`, never sampled nor located.
-    pub const fn new(len: u64, site: u64, created_ns: u64) -> Record {
-        Record {
-            len,
-            site,
-            created_ns,
-            last_access_ns: 0,
-            ema_accesses: 0.0,
-            interval_accesses: 0.0,
-            recent_accesses: 0.0,
-            previous_accesses: 0.0,
-            resident: ResidentPages::UNKNOWN,
-        }
-    }
-
-    /// The policy's view of this record, the `id`th candidate, of the `process`th process.
-    pub fn candidate(
-        &self,
-        id: usize,
-        process: usize,
-        resident_bytes_by_tier: objtier_policy::TierBytes,
-        advice: u32,
-    ) -> objtier_policy::Candidate {
-        objtier_policy::Candidate {
-            id,
-            process,
-            len_bytes: self.len,
-            created_ns: self.created_ns,
-            last_access_ns: self.last_access_ns,
-            ema_accesses: self.ema_accesses as f64,
-            recent_accesses: self.recent_accesses as f64,
-            previous_accesses: self.previous_accesses as f64,
-            resident_bytes_by_tier,
-            advice,
-        }
-    }
-}
-
-/// A record's pages on each of the three fastest tiers, 21 bits each, packed into one word;
-/// bit 63 set when not known (never located, or moved since).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ResidentPages(u64);
-
-impl ResidentPages {
-    pub const UNKNOWN: ResidentPages = ResidentPages(1 << 63);
-    /// Marks a removed entry of the record store (`crate::records`); no location packs to it.
-    pub(crate) const REMOVED: ResidentPages = ResidentPages(u64::MAX);
-    const BITS: u32 = 21;
-    const MASK: u64 = (1 << Self::BITS) - 1;
-
-    /// Packs pages per tier; UNKNOWN if there are more than three tiers or more than 2^21 - 1
-    /// pages (8 GiB) on one, which then are located at every interval.
-    pub fn pack(pages_by_tier: &[u64]) -> ResidentPages {
-        if pages_by_tier.len() > 3 || pages_by_tier.iter().any(|&p| p > Self::MASK) {
-            return ResidentPages::UNKNOWN;
-        }
-        ResidentPages(
-            pages_by_tier
-                .iter()
-                .enumerate()
-                .fold(0, |acc, (tier, &pages)| {
-                    acc | pages << (tier as u32 * Self::BITS)
-                }),
-        )
-    }
-
-    /// From bytes per tier (whole pages).
-    pub fn from_bytes(bytes_by_tier: &[u64]) -> ResidentPages {
-        let pages: objtier_policy::TierBytes =
-            bytes_by_tier.iter().map(|b| b / PAGE_SIZE as u64).collect();
-        ResidentPages::pack(&pages)
-    }
-
-    /// Bytes on each of `tiers` tiers; meaningful only when `known`.
-    pub fn bytes(self, tiers: usize) -> objtier_policy::TierBytes {
-        let mut bytes = objtier_policy::TierBytes::from_elem(0, tiers);
-        for (tier, b) in bytes.iter_mut().enumerate().take(3) {
-            *b = self.pages(tier) * PAGE_SIZE as u64;
-        }
-        bytes
-    }
-
-    pub fn known(self) -> bool {
-        self != ResidentPages::UNKNOWN
-    }
-
-    /// Pages on `tier` (0 for tiers past the third); meaningful only when `known`.
-    pub fn pages(self, tier: usize) -> u64 {
-        if tier >= 3 {
-            return 0;
-        }
-        (self.0 >> (tier as u32 * Self::BITS)) & Self::MASK
-    }
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -654,40 +432,7 @@ impl Process {
         ring_capacity: u32,
         split_bytes: u64,
     ) -> anyhow::Result<(Process, UnixStream)> {
-        use std::os::fd::FromRawFd;
-        let bytes = objtier_wire::shared_bytes(ring_capacity);
-        // SAFETY: creating, sizing and sealing a memfd we own.
-        let memfd = unsafe {
-            let fd = libc::memfd_create(c"objtier-synthetic".as_ptr(), libc::MFD_ALLOW_SEALING);
-            if fd < 0 {
-                anyhow::bail!("memfd_create: {}", std::io::Error::last_os_error());
-            }
-            let memfd = OwnedFd::from_raw_fd(fd);
-            if libc::ftruncate(fd, bytes as libc::off_t) != 0
-                || libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) != 0
-            {
-                anyhow::bail!("sizing the ring memfd: {}", std::io::Error::last_os_error());
-            }
-            memfd
-        };
-        // SAFETY: a fresh shared mapping of the whole (zeroed) memfd, initialised as the
-        // library would, then unmapped; the daemon's own mapping follows.
-        unsafe {
-            let mem = libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                memfd.as_raw_fd(),
-                0,
-            );
-            if mem == libc::MAP_FAILED {
-                anyhow::bail!("mmap of the ring: {}", std::io::Error::last_os_error());
-            }
-            RingHeader::init(mem as *mut u8, ring_capacity, pid);
-            libc::munmap(mem, bytes);
-        }
-        let ring = RingMapping::map(&memfd, bytes as u64)?;
+        let ring = RingMapping::create(ring_capacity, pid)?;
         let (ours, theirs) = UnixStream::pair()?;
         let process = Process::new(id, pid, 0, ours, ring, split_bytes);
         Ok((process, theirs))
@@ -1924,7 +1669,7 @@ pub(crate) mod tests {
         push(&p, EventKind::Alloc, 0x10000, 4096, 0);
         // SAFETY: the test plays a hostile library scribbling on its own ring header, in the
         // shared mapping.
-        unsafe { (*(p.ring.ptr as *mut RingHeader)).capacity = objtier_wire::MAX_RING_CAPACITY };
+        unsafe { (*p.ring.as_ptr()).capacity = objtier_wire::MAX_RING_CAPACITY };
         assert_eq!(p.drain(), 1, "the capacity validated at the attach is used");
         p.ring.control().set_site_tier(5, Some(1));
         assert_eq!(p.ring.control().site_tier(5), Some(1));
