@@ -577,7 +577,7 @@ fn kernel_query_ns_per_page(pages: usize) -> Vec<(&'static str, f64, f64)> {
             break;
         }
         let record: Vec<u64> = (addr..addr + len).step_by(PAGE_SIZE).collect();
-        if objtier_daemon::tiering::locate_in_turn(addr, 12, 0) {
+        if objtier_daemon::interval::locate_in_turn(addr, 12, 0) {
             turn.extend_from_slice(&record);
         }
         all.extend(record);

@@ -857,8 +857,8 @@ mod tests {
     /// The lines read the status JSON as `objtier_daemon::status` writes it.
     #[test]
     fn status_shows_the_attributed_share_and_the_source_cost() {
+        use objtier_daemon::interval::IntervalReport;
         use objtier_daemon::source::SourceCost;
-        use objtier_daemon::tiering::IntervalReport;
         let cost = SourceCost {
             cpu_seconds: 1.5,
             observations: 4200,

@@ -4,13 +4,13 @@
 //! processes' sockets (a hang-up means the process exited or exec'd; a byte is a doorbell, rung
 //! once every eighth of the process's ring). Every wake-up it drains the processes' event
 //! rings, and it sleeps until a socket speaks or a deadline comes, not polling the rings; every
-//! interval (2 s by default) it runs the tiering step ([`tiering`]): aggregate sampled accesses
+//! interval (2 s by default) it runs the tiering step ([`interval`]): aggregate sampled accesses
 //! into per-record EMAs, rank, plan with `objtier-policy`, and migrate with `move_pages`, making
 //! room before promoting. Keeping it to one thread makes every state change sequential; the
 //! rings absorb allocation bursts while a migration runs.
 //!
 //! Layout: [`config`] (what the user can set), [`process`] (per-process state fed by the ring),
-//! [`source`] (where access observations come from), [`tiering`] (the interval), [`sitestore`]
+//! [`source`] (where access observations come from), [`interval`] (the interval, stage by stage), [`sitestore`]
 //! (placements saved per program for its next run), [`guided`] (a placement file applied to a
 //! process, `objtier run --placement`), [`recorder`] and [`sessions`] (profiles of the
 //! processes of an `objtier profile` run; `profiling` wires them in), [`status`] (what
@@ -18,6 +18,7 @@
 
 pub mod config;
 pub mod guided;
+pub mod interval;
 pub mod pending;
 mod phases;
 pub mod process;
@@ -30,7 +31,6 @@ pub mod sessions;
 pub mod sitestore;
 pub mod source;
 pub mod status;
-pub mod tiering;
 
 use anyhow::{bail, Context};
 use config::DaemonConfig;
@@ -78,16 +78,16 @@ pub struct Daemon {
     pub source: source::AccessSource,
     pub mover: Box<dyn PageMover>,
     pub started: Instant,
-    pub totals: tiering::Totals,
-    pub last_interval: Option<tiering::IntervalReport>,
+    pub totals: interval::Totals,
+    pub last_interval: Option<interval::IntervalReport>,
     /// Length of the interval under way: `config.interval`, or `config.startup_interval` while
     /// a process is young ([`Daemon::next_interval_length`]).
     pub interval_length: Duration,
-    /// The tiering policy's four routines (built from the config, or a custom one given to
+    /// The tiering policy's routines (built from the config, or a custom one given to
     /// [`run_with_policy`]).
     pub policy: objtier_policy::Policy,
     /// What the triggers have seen since the last enforcement.
-    pub since_enforcement: tiering::SinceEnforcement,
+    pub since_enforcement: interval::SinceEnforcement,
     /// LLC-miss and instruction counters, when a trigger needs them.
     pub llc_counters: Option<objtier_sys::perf::LlcCounters>,
     /// Warm start's store; None when warm start is off (or has no directory).
@@ -102,7 +102,7 @@ pub struct Daemon {
     /// Pages of all records at the last enforcement: how many of them one interval locates.
     record_pages: u64,
     /// An enforcement's largest buffers, kept for the next one.
-    buffers: tiering::IntervalBuffers,
+    buffers: interval::IntervalBuffers,
     /// Whether splitting a huge page has failed once already (said once, then only debug).
     huge_split_failed: bool,
     next_process_id: u64,
@@ -293,13 +293,13 @@ impl Daemon {
             source,
             mover,
             started: Instant::now(),
-            totals: tiering::Totals::default(),
+            totals: interval::Totals::default(),
             last_interval: None,
             record_pages: 0,
             buffers: Default::default(),
             huge_split_failed: false,
             policy,
-            since_enforcement: tiering::SinceEnforcement::default(),
+            since_enforcement: interval::SinceEnforcement::default(),
             llc_counters: None,
             site_store: None,
             sessions: sessions::Sessions::default(),

@@ -351,14 +351,14 @@ pub struct Process {
     /// set each: the proactive policy never overrides a placement made with `objtier place`.
     pub placements: BTreeMap<u64, (u32, PlacedBy)>,
     /// Per site: the proactive policy's latest wish and for how many intervals in a row.
-    pub proactive_streaks: HashMap<u64, (Option<u32>, u32)>,
+    pub proactive_streaks: objtier_policy::PlacementStreaks,
     /// Per site placed by the proactive policy or the warm start: what the plans since have
     /// said of the placement.
     pub placement_evidence: HashMap<u64, Evidence>,
     /// Records (by start) of watched sites (`placement_evidence`) the daemon moved lately: the
     /// numbers (`Totals::intervals`) of the last two intervals that moved each, the latest
     /// first. Pages can look accessed in the interval they were moved in, so those intervals'
-    /// accesses are no evidence (see `tiering::accessed_by_the_program`).
+    /// accesses are no evidence (see `objtier_policy::accessed_by_the_program`).
     pub moved_in: HashMap<u64, [u64; 2]>,
     pub resync: Resync,
     /// Drop counter value the daemon has accounted for.
@@ -470,7 +470,7 @@ impl Process {
             sites: HashMap::new(),
             advice: BTreeMap::new(),
             placements: BTreeMap::new(),
-            proactive_streaks: HashMap::new(),
+            proactive_streaks: Default::default(),
             placement_evidence: HashMap::new(),
             moved_in: HashMap::new(),
             resync: Resync::Idle,

@@ -39,7 +39,7 @@ pub struct Record {
     /// Sampled accesses of the interval before that.
     pub previous_accesses: f32,
     /// Where its pages were when last located (with many records the daemon locates a
-    /// rotating share of them each interval; see `tiering`).
+    /// rotating share of them each interval; see `interval::snapshot`).
     pub resident: ResidentPages,
 }
 

@@ -12,6 +12,7 @@ pub mod advise;
 mod assign;
 mod candidate;
 pub mod lifetimes;
+pub mod migration;
 mod prioritize;
 mod proactive;
 mod radix;
@@ -26,11 +27,15 @@ pub use assign::{
 };
 pub use candidate::{Candidate, TierBytes};
 pub use prioritize::{prioritize, Prioritization};
-pub use proactive::{proactive_placements, SitePlacement, SiteRecord, DEFAULT_SITE_THRESHOLD};
+pub use proactive::{
+    accessed_by_the_program, proactive_placements, PlacementStreaks, SitePlacement, SiteRecord,
+    DEFAULT_SITE_THRESHOLD, SETTLED_INTERVALS,
+};
 
 pub use routines::{
-    Aggregate, AllocationThreshold, AllocationTrigger, Ema, Enforce, FillFastestFirst,
-    LlcMpiTrigger, Policy, PressureTrigger, Prioritize, Signals, TimeTrigger, Trigger, TriggerSpec,
+    Aggregate, AllocationThreshold, AllocationTrigger, Circumstances, Decision, Ema, Enforce,
+    FillFastestFirst, LlcMpiTrigger, Migrate, Policy, PressureTrigger, Prioritize, RoomFirst,
+    Signals, TierRoom, TimeTrigger, Trigger, TriggerSpec,
 };
 
 /// Default smoothing factor of the access EMA (the paper's alpha).

@@ -190,6 +190,50 @@ pub fn proactive_placements(
     }
 }
 
+/// Intervals a record must have lived before its accesses keep its site fast, and intervals a
+/// proactive placement decision must hold before it is applied.
+pub const SETTLED_INTERVALS: u32 = 2;
+
+/// Whether a record `age_ns` old was seen accessed, in the last interval (`recent` accesses) or
+/// the one before (`previous`), when what was seen tells of the program:
+/// - not in the interval it was born in: an object is written when it is initialised, so that
+///   interval says nothing of whether it stays cold (a placed site that keeps allocating would
+///   have its placement disproved whenever sampling caught a birth).
+/// - not in an interval in which the daemon moved its pages (`moved`: in the last interval, in
+///   the one before): a page can look accessed in the interval it was moved in.
+pub fn accessed_by_the_program(
+    recent: f64,
+    previous: f64,
+    age_ns: u64,
+    interval_ns: u64,
+    moved: [bool; 2],
+) -> bool {
+    (recent > 0.0 && age_ns >= interval_ns && !moved[0])
+        || (previous > 0.0 && age_ns >= 2 * interval_ns && !moved[1])
+}
+
+/// The hysteresis of proactive placement: per site, the latest wish and for how many intervals
+/// in a row it held. A wish is applied once it has held for [`SETTLED_INTERVALS`], so that one
+/// interval's sampling noise does not flip a site back and forth.
+#[derive(Clone, Debug, Default)]
+pub struct PlacementStreaks {
+    streaks: std::collections::HashMap<u64, (Option<u32>, u32)>,
+}
+
+impl PlacementStreaks {
+    /// This interval wishes `site` placed in `tier` (None: nowhere); true once the wish has held
+    /// long enough to apply.
+    pub fn settled(&mut self, site: u64, tier: Option<u32>) -> bool {
+        let streak = self.streaks.entry(site).or_insert((tier, 0));
+        if streak.0 == tier {
+            streak.1 += 1;
+        } else {
+            *streak = (tier, 1);
+        }
+        streak.1 >= SETTLED_INTERVALS
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +250,42 @@ mod tests {
 
     /// Structured site ids (consecutive, or apart by a power of two) hash apart, and two maps
     /// hash them differently.
+    /// A record's accesses in the interval of its birth (its initialising writes), or in one in
+    /// which the daemon moved its pages, do not disprove its site's placement; other accesses do.
+    #[test]
+    fn only_accesses_that_tell_of_the_program_disprove_a_placement() {
+        let i = 2_000_000_000;
+        let still = [false; 2];
+        // Born within the last interval: neither interval's accesses count.
+        assert!(!accessed_by_the_program(1.0, 1.0, i / 2, i, still));
+        // Born in the interval before the last: its last interval's accesses count, the
+        // previous one's (its birth) do not.
+        assert!(accessed_by_the_program(1.0, 0.0, i + i / 2, i, still));
+        assert!(!accessed_by_the_program(0.0, 1.0, i + i / 2, i, still));
+        // Older: both count.
+        assert!(accessed_by_the_program(0.0, 1.0, 2 * i, i, still));
+        assert!(accessed_by_the_program(1.0, 0.0, 5 * i, i, still));
+        // Never accessed: never evidence.
+        assert!(!accessed_by_the_program(0.0, 0.0, 5 * i, i, still));
+        // Moved in the last interval: its accesses then do not count, the one before's do.
+        assert!(!accessed_by_the_program(1.0, 0.0, 5 * i, i, [true, false]));
+        assert!(accessed_by_the_program(1.0, 1.0, 5 * i, i, [true, false]));
+        // Moved in the interval before: the last one's accesses count.
+        assert!(!accessed_by_the_program(0.0, 1.0, 5 * i, i, [false, true]));
+        assert!(accessed_by_the_program(1.0, 1.0, 5 * i, i, [false, true]));
+        assert!(!accessed_by_the_program(1.0, 1.0, 5 * i, i, [true, true]));
+    }
+
+    #[test]
+    fn a_wish_applies_once_it_held_for_the_settling_intervals() {
+        let mut streaks = PlacementStreaks::default();
+        assert!(!streaks.settled(1, Some(1)));
+        assert!(streaks.settled(1, Some(1)));
+        assert!(!streaks.settled(1, None), "a new wish starts again");
+        assert!(streaks.settled(1, None));
+        assert!(!streaks.settled(2, Some(1)), "each site on its own");
+    }
+
     #[test]
     fn site_ids_hash_apart_and_differently_per_map() {
         use std::hash::BuildHasher;
