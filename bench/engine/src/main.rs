@@ -343,8 +343,8 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
             }
         }
         p.drain();
-        if p.records.len() as u64 != n {
-            bail!("process {pi}: {} records, expected {n}", p.records.len());
+        if p.records().len() as u64 != n {
+            bail!("process {pi}: {} records, expected {n}", p.records().len());
         }
         // Only the maps' growth: the Vec of objects above is the bench's own.
         state_bytes += live() - before - list.capacity() * 16;
@@ -471,7 +471,7 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
                 fast_cap_bytes: p.fast_capacity_bytes,
                 priority: p.priority,
             });
-            for (start, r) in &p.records {
+            for (start, r) in p.records() {
                 let mut resident = TierBytes::from_elem(0, 2);
                 for page in (start..start + r.len).step_by(PAGE_SIZE) {
                     if let Some(&node) = fake.placement.get(&(p.pid, page)) {
@@ -511,13 +511,13 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
         (before - live()) as f64 / len.max(1) as f64
     };
     let records_map = map_bytes(&mut |p| {
-        let m = std::mem::take(&mut p.records);
+        let m = p.objects.take_records();
         let n = m.len();
         drop(m);
         n
     });
     let objects_map = map_bytes(&mut |p| {
-        let m = std::mem::take(&mut p.objects);
+        let m = p.objects.take_objects();
         let n = m.len();
         drop(m);
         n

@@ -410,16 +410,13 @@ impl crate::process::Process {
             return false;
         };
         if !self
-            .ring
-            .control()
-            .set_site_placement(site, Some(plan.tier), plan.budget_pages)
+            .placements
+            .set_guided(self.ring.control(), site, plan.tier, plan.budget_pages)
         {
             guided.table_full += 1;
             return false;
         }
         guided.placed.insert(site, plan.index);
-        self.placements
-            .insert(site, (plan.tier, crate::process::PlacedBy::Guided));
         true
     }
 
@@ -458,7 +455,7 @@ impl crate::process::Process {
         let Some(g) = self.guided.as_ref() else {
             return (held, unlocated, by_site);
         };
-        for (_, record) in self.records.iter() {
+        for (_, record) in self.records().iter() {
             let Some(&(tier, _)) = self
                 .placements
                 .get(&record.site)

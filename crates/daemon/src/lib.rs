@@ -621,11 +621,10 @@ impl Daemon {
         process.fast_capacity_bytes =
             (hello.fast_capacity_bytes > 0).then_some(hello.fast_capacity_bytes);
         process.attached_ns = monotonic_ns();
-        process.interval_ns = self.config.interval.as_nanos() as u64;
-        process.young_ns = self
-            .config
-            .short_lived_sites
-            .then(|| objtier_policy::lifetimes::young_ns(process.interval_ns));
+        process.lifetimes = crate::process::SiteLifetimes::new(
+            self.config.interval.as_nanos() as u64,
+            self.config.short_lived_sites,
+        );
         process.resident_bytes_by_tier = vec![0; tiers];
         process.pidfd = pidfd;
         process.no_migrate = hello.flags & hello_flags::NO_MIGRATE != 0;
@@ -721,7 +720,11 @@ impl Daemon {
             if p.recorder.is_some() {
                 self.leave_profile(&mut p);
             }
-            tracing::info!(pid = p.pid, objects = p.objects.len(), "process detached");
+            tracing::info!(
+                pid = p.pid,
+                objects = p.objects.objects().len(),
+                "process detached"
+            );
         }
     }
 

@@ -54,7 +54,7 @@ impl Daemon {
             return (Some(mark) != g.phase).then_some(mark);
         }
         let mut accesses = vec![0.0; g.placement.sites.len()];
-        for (_, record) in p.records.iter() {
+        for (_, record) in p.records().iter() {
             if let Some(&index) = g.placed.get(&record.site) {
                 accesses[index] += record.interval_accesses as f64;
             }
@@ -115,16 +115,15 @@ impl Daemon {
             "phase change: moving the arenas whose tier changes"
         );
         for (&site, &tier) in &moving {
-            p.ring.control().set_site_placement(site, Some(tier), 0);
-            p.placements
-                .insert(site, (tier, crate::process::PlacedBy::Guided));
+            // (Moving an arena's site, already in the table, always finds its entry.)
+            p.placements.set_guided(p.ring.control(), site, tier, 0);
         }
         if moving.is_empty() || p.exited() {
             return;
         }
         let pid = p.pid;
         let mut by_tier: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
-        for (start, record) in p.records.iter_mut() {
+        for (start, record) in p.records_mut().iter_mut() {
             if let Some(&tier) = moving.get(&record.site) {
                 by_tier
                     .entry(tier)
@@ -245,7 +244,7 @@ mod tests {
         p.drain();
         let hot_b = |d: &mut crate::Daemon| {
             let p = d.processes.get_mut(&1).unwrap();
-            for (_, r) in p.records.iter_mut() {
+            for (_, r) in p.records_mut().iter_mut() {
                 r.interval_accesses = if r.site == b { 10.0 } else { 0.0 };
             }
         };

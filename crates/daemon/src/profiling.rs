@@ -178,8 +178,9 @@ impl Daemon {
             Some(recorder) => {
                 let live: Vec<(SiteKey, u64)> = p
                     .objects
+                    .objects()
                     .iter()
-                    .filter(|(start, _)| !p.blocks.contains_key(start))
+                    .filter(|(start, _)| !p.objects.blocks().contains_key(start))
                     .map(|(_, o)| (SiteKey::of_object(o.site), now.saturating_sub(o.created_ns)))
                     .collect();
                 let finished = recorder.clone().finish(frames_of, live.into_iter(), None);
@@ -270,7 +271,7 @@ impl Daemon {
                 p.no_migrate |= observe_only;
                 // Every object's lifetime is the profile's: no sampling of short-lived sites,
                 // and the library reports every free instead of taking allocations back.
-                p.young_ns = None;
+                p.lifetimes.set_young_ns(None);
                 p.ring
                     .control()
                     .flags
@@ -307,10 +308,11 @@ impl Daemon {
         let now = monotonic_ns();
         let live: Vec<(SiteKey, u64)> = p
             .objects
+            .objects()
             .iter()
-            .filter(|(start, _)| !p.blocks.contains_key(start))
+            .filter(|(start, _)| !p.objects.blocks().contains_key(start))
             .map(|(_, o)| o)
-            .chain(p.pending.values())
+            .chain(p.objects.pending().values())
             .map(|o| (SiteKey::of_object(o.site), now.saturating_sub(o.created_ns)))
             .collect();
         let sites = &p.sites;
@@ -356,7 +358,7 @@ impl Daemon {
         let tiers = self.topology.tiers.len();
         for p in self.processes.values_mut() {
             if let Some(&i) = index.get(&p.profile_token) {
-                let small = p.small_object_resident_bytes(tiers);
+                let small = p.objects.small_object_resident_bytes(tiers);
                 let where_ = resident_by_site(p, tiers);
                 if let Some(r) = p.recorder.as_mut() {
                     r.small_objects_resident(small);
@@ -378,18 +380,20 @@ fn snapshot_sites(
     use objtier_profile::{Site, SiteKind};
     let where_ = resident_by_site(p, tiers);
     let mut by_site: std::collections::HashMap<SiteKey, (u64, u64, f64)> = Default::default();
-    for (start, o) in p.objects.iter() {
-        if p.blocks.contains_key(start) {
+    for (start, o) in p.objects.objects().iter() {
+        if p.objects.blocks().contains_key(start) {
             continue;
         }
         let e = by_site.entry(SiteKey::of_object(o.site)).or_default();
         e.0 += 1;
         e.1 += o.len;
     }
-    by_site.entry(SiteKey::SmallObjects).or_default().1 = p.small_object_resident_bytes(tiers);
-    for (start, r) in p.records.iter() {
+    by_site.entry(SiteKey::SmallObjects).or_default().1 =
+        p.objects.small_object_resident_bytes(tiers);
+    for (start, r) in p.records().iter() {
         let in_block = r.site == 0
-            && p.blocks
+            && p.objects
+                .blocks()
                 .range(..=start)
                 .next_back()
                 .is_some_and(|(&s, &l)| start < s + l);
@@ -434,12 +438,13 @@ fn snapshot_sites(
 /// located, or moved since, left out).
 fn resident_by_site(p: &Process, tiers: usize) -> std::collections::HashMap<SiteKey, Vec<u64>> {
     let mut out: std::collections::HashMap<SiteKey, Vec<u64>> = Default::default();
-    for (start, record) in p.records.iter() {
+    for (start, record) in p.records().iter() {
         if !record.resident.known() {
             continue;
         }
         let in_block = record.site == 0
-            && p.blocks
+            && p.objects
+                .blocks()
                 .range(..=start)
                 .next_back()
                 .is_some_and(|(&s, &l)| start < s + l);
@@ -521,7 +526,7 @@ mod tests {
         d.processes.insert(p.id, p);
         d.join_profile(1);
         let p = d.processes.get_mut(&1).unwrap();
-        assert!(p.recorder.is_some() && p.young_ns.is_none());
+        assert!(p.recorder.is_some() && p.lifetimes.young_ns().is_none());
         assert!(p.ring.control().has_flag(control_flags::PROFILING));
         // Two objects of site 9 (push's), its frames, then one freed.
         push(p, EventKind::Alloc, 0x10_0000, 0x4000, 0);

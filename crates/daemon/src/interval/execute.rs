@@ -209,21 +209,18 @@ impl Daemon {
     pub(super) fn remember_moves(&mut self, process_ids: &[u64], moving: Vec<MovingRecord>) {
         let this = self.totals.intervals;
         for p in self.processes.values_mut() {
-            // The next plan looks back at this interval and the last one.
-            p.moved_in.retain(|_, n| n[0] + 1 >= this);
+            p.placements.forget_moves_before(this);
         }
         for MovingRecord { process, start } in moving {
             let Some(p) = self.processes.get_mut(&process_ids[process]) else {
                 continue;
             };
-            let Some(record) = p.records.get_mut(start) else {
+            let Some(record) = p.records_mut().get_mut(start) else {
                 continue;
             };
             record.resident = ResidentPages::UNKNOWN;
-            if p.placement_evidence.contains_key(&record.site) {
-                let n = p.moved_in.entry(start).or_insert([this; 2]);
-                *n = [this, n[0]];
-            }
+            let site = record.site;
+            p.placements.moved(start, site, this);
         }
     }
 

@@ -174,14 +174,14 @@ impl Daemon {
             .iter()
             .filter_map(|(&pid, id)| {
                 let p = self.processes.get_mut(id)?;
-                if p.source_ranges.0 != p.records_generation {
+                if p.source_ranges.0 != p.objects.generation() {
                     let ranges: Vec<(u64, u64)> = p
-                        .records
+                        .records()
                         .iter()
                         .map(|(start, r)| (start, start + r.len))
                         .collect();
                     p.source_ranges = (
-                        p.records_generation,
+                        p.objects.generation(),
                         coalesce_ranges(&ranges, MAX_RANGES_PER_PROCESS),
                     );
                 }

@@ -34,10 +34,7 @@ impl Daemon {
             // applies to a next run's every object from the start, where sampling that misses a
             // hot object one interval in two would have it born slow. Only watched sites are
             // collected: a million records make no set.
-            let (evidence, moved_in) = {
-                let p = &self.processes[id];
-                (&p.placement_evidence, &p.moved_in)
-            };
+            let placements = &self.processes[id].placements;
             let interval_ns = self.interval_length.as_nanos() as u64;
             // This interval's number; the last one moved what the daemon planned then.
             let this = self.totals.intervals;
@@ -45,8 +42,8 @@ impl Daemon {
                 .iter()
                 .zip(&candidates[mine.clone()])
                 .filter(|(span, c)| {
-                    evidence.contains_key(&span.site) && {
-                        let moves = moved_in.get(&span.start);
+                    placements.watched(span.site) && {
+                        let moves = placements.moved_in(span.start);
                         let moved_ago = |ago| {
                             this.checked_sub(ago)
                                 .is_some_and(|i| moves.is_some_and(|n| n.contains(&i)))
@@ -89,7 +86,7 @@ impl Daemon {
             // policy has nothing new to say about them.
             for (site, tier) in wishes {
                 let tier = tier.map(|t| t as u32);
-                if !p.proactive_streaks.settled(site, tier) {
+                if !p.placements.wish_settled(site, tier) {
                     continue;
                 }
                 if p.place_site_auto(site, tier) {

@@ -208,7 +208,7 @@ impl Daemon {
     pub(super) fn age_records(&mut self) {
         let aggregate = &*self.policy.aggregate;
         for p in self.processes.values_mut() {
-            for (_, record) in p.records.iter_mut() {
+            for (_, record) in p.records_mut().iter_mut() {
                 age(aggregate, record);
             }
         }
@@ -220,7 +220,7 @@ impl Daemon {
             return;
         }
         for p in self.processes.values() {
-            let mut hottest: Vec<(u64, &Record)> = p.records.iter().collect();
+            let mut hottest: Vec<(u64, &Record)> = p.records().iter().collect();
             hottest.sort_by(|a, b| b.1.ema_accesses.total_cmp(&a.1.ema_accesses));
             for (start, r) in hottest.iter().take(4) {
                 tracing::debug!(
@@ -255,7 +255,7 @@ impl Daemon {
         let turn = self.totals.enforcements;
         let mut record_pages = 0u64;
         let process_ids: Vec<u64> = self.processes.keys().copied().collect();
-        let record_count = self.processes.values().map(|p| p.records.len()).sum();
+        let record_count = self.processes.values().map(|p| p.records().len()).sum();
         // The interval's largest buffers are the daemon's between enforcements (see
         // `IntervalBuffers`): emptied, not freed.
         let mut buffers = std::mem::take(&mut self.buffers);
@@ -286,7 +286,7 @@ impl Daemon {
             // A process known to have exited is not asked (its pid may be another's now).
             let mut failed = p.exited().then_some(-libc::ESRCH);
             let pid = p.pid;
-            let advice = &p.advice;
+            let (records, advice) = p.objects.records_and_advice_mut();
             // A process whose pages must not move (`--no-migrate`): every record stays where
             // it is, as scratch memory would, and counts against its tier's budget there.
             let pinned = if p.no_migrate {
@@ -315,8 +315,7 @@ impl Daemon {
                     });
                 };
             // Each record is aged as the pass reaches it, before it becomes a candidate.
-            let mut records = p
-                .records
+            let mut records = records
                 .iter_mut()
                 .map(|(start, record)| {
                     age(aggregate, record);

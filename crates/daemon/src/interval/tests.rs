@@ -62,7 +62,7 @@ fn hot_object_behind_a_full_fast_tier(
     let hot = base + 64 * MIB;
     object_on(&p, fake, hot, 2 * MIB, 1);
     p.drain();
-    p.records.get_mut(hot).unwrap().interval_accesses = 100.0;
+    p.records_mut().get_mut(hot).unwrap().interval_accesses = 100.0;
     (daemon_with(two_tiers(10 * MIB, MIB), p, fake, sys), hot)
 }
 
@@ -130,7 +130,7 @@ fn source_ranges_follow_the_records() {
     daemon.processes.get_mut(&id).unwrap().drain();
     daemon.interval();
     let p = &daemon.processes[&id];
-    let generation = p.records_generation;
+    let generation = p.objects.generation();
     assert_eq!(
         p.source_ranges,
         (
@@ -140,7 +140,8 @@ fn source_ranges_follow_the_records() {
     );
     daemon.interval();
     assert_eq!(
-        daemon.processes[&id].records_generation, generation,
+        daemon.processes[&id].objects.generation(),
+        generation,
         "nothing changed"
     );
     let p = daemon.processes.get_mut(&id).unwrap();
@@ -148,10 +149,13 @@ fn source_ranges_follow_the_records() {
     p.drain();
     daemon.interval();
     let p = &daemon.processes[&id];
-    assert!(p.records_generation > generation);
+    assert!(p.objects.generation() > generation);
     assert_eq!(
         p.source_ranges,
-        (p.records_generation, vec![(base + 4 * MIB, base + 5 * MIB)])
+        (
+            p.objects.generation(),
+            vec![(base + 4 * MIB, base + 5 * MIB)]
+        )
     );
 }
 
@@ -223,7 +227,7 @@ fn many_records_are_located_a_share_at_a_time() {
         "whole records only"
     );
     let process = &daemon.processes[&id];
-    assert!(process.records.values().all(|r| r.resident.known()));
+    assert!(process.records().values().all(|r| r.resident.known()));
     assert_eq!(process.resident_bytes_by_tier, vec![0, 32 * 64 * MIB]);
 
     // A record turns hot: it moves up, is unknown until located again, and is located at
@@ -233,7 +237,7 @@ fn many_records_are_located_a_share_at_a_time() {
         .processes
         .get_mut(&id)
         .unwrap()
-        .records
+        .records_mut()
         .get_mut(hot)
         .unwrap();
     record.interval_accesses = 100.0;
@@ -242,10 +246,10 @@ fn many_records_are_located_a_share_at_a_time() {
         daemon.last_interval.as_ref().unwrap().promoted_pages,
         64 * MIB / 4096
     );
-    assert!(!daemon.processes[&id].records[&hot].resident.known());
+    assert!(!daemon.processes[&id].records()[&hot].resident.known());
     queried();
     daemon.interval();
-    let record = &daemon.processes[&id].records[&hot];
+    let record = &daemon.processes[&id].records()[&hot];
     assert_eq!(record.resident.pages(0), 64 * MIB / 4096);
     assert_eq!(
         daemon.processes[&id].resident_bytes_by_tier,
@@ -316,7 +320,12 @@ fn demotions_leave_the_rest_of_a_huge_page_in_place() {
     );
     drop(fake_now);
     let id = *daemon.processes.keys().next().unwrap();
-    let record = daemon.processes.get_mut(&id).unwrap().records.get_mut(hot);
+    let record = daemon
+        .processes
+        .get_mut(&id)
+        .unwrap()
+        .records_mut()
+        .get_mut(hot);
     record.unwrap().interval_accesses = 50.0;
     daemon.interval();
     let report = daemon.last_interval.as_ref().unwrap();
@@ -371,7 +380,7 @@ fn a_tier_that_refused_a_promotion_gets_no_more_until_a_demotion() {
         object_on(&p, &fake, start, 4 * MIB, 1);
     }
     p.drain();
-    for (_, record) in p.records.iter_mut() {
+    for (_, record) in p.records_mut().iter_mut() {
         record.interval_accesses = 100.0;
     }
     fake.lock().unwrap().node_capacity_pages.insert(0, 100);
@@ -440,7 +449,7 @@ fn interval_demotes_then_promotes_through_the_page_mover() {
         .processes
         .get_mut(&id)
         .unwrap()
-        .records
+        .records_mut()
         .get_mut(hot)
         .unwrap()
         .interval_accesses = 50.0;
@@ -490,7 +499,10 @@ impl LargeHotRecord {
     /// Marks the object hot, runs an interval, and returns its pages in the fast tier.
     fn interval(&mut self) -> Vec<u64> {
         let p = self.daemon.processes.get_mut(&self.id).unwrap();
-        p.records.get_mut(LARGE_HOT).unwrap().interval_accesses = 100.0;
+        p.records_mut()
+            .get_mut(LARGE_HOT)
+            .unwrap()
+            .interval_accesses = 100.0;
         self.daemon.interval();
         (LARGE_HOT..LARGE_HOT + 48 * MIB)
             .step_by(4096)
@@ -572,7 +584,7 @@ fn cold_file_cache_in_the_fast_tier_is_room() {
         let mut daemon = daemon_with(topology, p, &fake, &sys);
         daemon.config.reclaim_cache = reclaim_cache;
         let p = daemon.processes.get_mut(&id).unwrap();
-        p.records.get_mut(hot).unwrap().interval_accesses = 100.0;
+        p.records_mut().get_mut(hot).unwrap().interval_accesses = 100.0;
         daemon.interval();
         let report = daemon.last_interval.clone().unwrap();
         (report.budget_bytes_by_tier[0], report.promoted_pages)
@@ -600,7 +612,7 @@ fn a_capped_process_gets_the_part_its_cap_allows() {
     for _ in 0..3 {
         let p = daemon.processes.get_mut(&id).unwrap();
         for start in [a, b] {
-            p.records.get_mut(start).unwrap().interval_accesses = 1000.0;
+            p.records_mut().get_mut(start).unwrap().interval_accesses = 1000.0;
         }
         daemon.interval();
     }
@@ -662,7 +674,10 @@ fn a_new_object_is_planned_at_the_end_of_the_interval_it_was_sampled_in() {
         let p = daemon.processes.get_mut(&id).unwrap();
         push(p, EventKind::Alloc, new, MIB, 0);
         p.drain();
-        assert!(p.records.get_mut(new).is_none(), "pending until committed");
+        assert!(
+            p.records_mut().get_mut(new).is_none(),
+            "pending until committed"
+        );
         let seen = crate::source::Observation {
             latency: None,
             pid,
@@ -712,22 +727,22 @@ fn a_record_seen_accessed_as_it_moves_does_not_disprove_its_sites_placement() {
     let site = 0x5173;
     let p = daemon.processes.get_mut(&id).unwrap();
     let cold: Vec<u64> = p
-        .records
+        .records()
         .iter()
         .map(|(s, _)| s)
         .filter(|&s| s != hot)
         .collect();
-    for (_, r) in p.records.iter_mut() {
+    for (_, r) in p.records_mut().iter_mut() {
         r.created_ns = 1; // old: no birth interval in sight
     }
     for &start in &cold {
-        p.records.get_mut(start).unwrap().site = site;
+        p.records_mut().get_mut(start).unwrap().site = site;
     }
     assert!(p.place_site_auto(site, Some(1)));
     // The hot object comes up; cold ones of the watched site make its room.
     daemon.interval();
     let p = &daemon.processes[&id];
-    let moved: Vec<u64> = p.moved_in.keys().copied().collect();
+    let moved: Vec<u64> = p.placements.moved_records().copied().collect();
     assert!(!moved.is_empty(), "{:?}", daemon.last_interval);
     let still = *cold.iter().find(|s| !moved.contains(s)).unwrap();
     let pid = p.pid;
@@ -745,7 +760,7 @@ fn a_record_seen_accessed_as_it_moves_does_not_disprove_its_sites_placement() {
         vec![seen(still)],
     ])));
     daemon.interval();
-    let evidence = |d: &Daemon| d.processes[&id].placement_evidence[&site];
+    let evidence = |d: &Daemon| d.processes[&id].placements.evidence(site).unwrap();
     assert_eq!(evidence(&daemon), Evidence::Quiet(1), "seen as it moved");
     daemon.interval();
     assert_eq!(
@@ -817,7 +832,7 @@ fn triggers_gate_enforcement() {
         d.processes
             .get_mut(&id)
             .unwrap()
-            .records
+            .records_mut()
             .get_mut(hot)
             .unwrap()
             .interval_accesses = 100.0;
@@ -901,11 +916,11 @@ fn a_vanishing_ema_becomes_zero() {
     push(&p, EventKind::Alloc, 0x10_0000, MIB, event_flags::SNAPSHOT);
     push(&p, EventKind::Alloc, 0x20_0000, MIB, event_flags::SNAPSHOT);
     p.drain();
-    p.records.get_mut(0x10_0000).unwrap().ema_accesses = f32::MIN_POSITIVE;
-    p.records.get_mut(0x20_0000).unwrap().ema_accesses = 2.0 * f32::MIN_POSITIVE;
+    p.records_mut().get_mut(0x10_0000).unwrap().ema_accesses = f32::MIN_POSITIVE;
+    p.records_mut().get_mut(0x20_0000).unwrap().ema_accesses = 2.0 * f32::MIN_POSITIVE;
     let mut daemon = daemon_with(two_tiers(10 * MIB, 10 * MIB), p, &fake, &sys);
     daemon.interval();
-    let records = &daemon.processes.values().next().unwrap().records;
+    let records = &daemon.processes.values().next().unwrap().records();
     assert_eq!(records[&0x10_0000].ema_accesses, 0.0);
     assert_eq!(records[&0x20_0000].ema_accesses, 1.8 * f32::MIN_POSITIVE);
 }
@@ -1198,8 +1213,8 @@ fn a_short_lived_site_is_remembered_and_sampled_from_the_next_runs_start() {
         daemon.site_store = Some(SiteStore::new(store_dir.clone()));
         let p = daemon.processes.get_mut(&1).unwrap();
         // As attach sets them (the test's young age is short, so churn() dies young).
-        p.interval_ns = 2_000_000_000;
-        p.young_ns = Some(1_000_000);
+        p.lifetimes.set_interval_ns(2_000_000_000);
+        p.lifetimes.set_young_ns(Some(1_000_000));
         p.attached_ns = crate::monotonic_ns();
         daemon.warm_start(1, program.clone(), |_| Some(maps(app, Some(libc))));
         (daemon, peer)
