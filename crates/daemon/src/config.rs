@@ -62,7 +62,7 @@ pub struct DaemonConfig {
     pub fill: f64,
     /// Objects larger than this are tracked as several records (`--split`). None, the default:
     /// [`objtier_policy::auto_split_bytes`] of the tiers (64 MiB beside fast tiers of 2 GiB or
-    /// more), see [`crate::Daemon::split_bytes`].
+    /// more), see [`crate::daemon::Daemon::split_bytes`].
     pub split_bytes: Option<u64>,
     pub prioritization: Prioritization,
     /// When to enforce a new assignment; any one firing is enough (time:1, every interval).
@@ -170,6 +170,20 @@ impl DaemonConfig {
             damon_owner_file: PathBuf::from("/run/objtier/damon-owner"),
         }
     }
+}
+
+/// The built-in policy the config names (`--prioritization`, `--trigger`, `--alpha`,
+/// `--fast-reserve`, `--whole-records`).
+pub fn builtin_policy(config: &DaemonConfig) -> objtier_policy::Policy {
+    objtier_policy::Policy::builtin(
+        config.alpha,
+        config.prioritization,
+        &config.triggers,
+        objtier_policy::FillFastestFirst {
+            fast_reserve_bytes: config.fast_reserve_bytes,
+            record_parts: config.record_parts,
+        },
+    )
 }
 
 /// The socket a daemon listens on by default: `/run/objtier/objtier.sock` for root, else

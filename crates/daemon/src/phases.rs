@@ -11,7 +11,7 @@
 //! the program announces is acted on at once. The moves are the placement's own: `--no-migrate`
 //! keeps the online policy from moving pages, not the arenas the placement says move.
 
-use crate::Daemon;
+use crate::daemon::Daemon;
 use objtier_policy::advise::phases::classify;
 use objtier_wire::PAGE_SIZE;
 
@@ -173,10 +173,10 @@ mod tests {
         let sys = tempfile::tempdir().unwrap();
         let mut config = crate::config::DaemonConfig::new(sys.path().join("sock"));
         config.sys_root = sys.path().to_owned();
-        let policy = crate::builtin_policy(&config);
+        let policy = crate::config::builtin_policy(&config);
         let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
         let topology = objtier_sys::topology::Topology::two_tiers(64 << 20, 64 << 20, 1 << 30);
-        let mut d = crate::Daemon::new(
+        let mut d = crate::daemon::Daemon::new(
             config,
             topology,
             crate::source::AccessSource::none("test"),
@@ -242,7 +242,7 @@ mod tests {
             fake.lock().unwrap().place(pid, start, 0x4000, node);
         }
         p.drain();
-        let hot_b = |d: &mut crate::Daemon| {
+        let hot_b = |d: &mut crate::daemon::Daemon| {
             let p = d.processes.get_mut(&1).unwrap();
             for (_, r) in p.records_mut().iter_mut() {
                 r.interval_accesses = if r.site == b { 10.0 } else { 0.0 };

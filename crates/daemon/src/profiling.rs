@@ -2,10 +2,11 @@
 //! session, and the points where a profiled process joins its session, closes an interval's
 //! row and leaves its recording (see [`crate::sessions`] for the design).
 
+use crate::clock::monotonic_ns;
+use crate::daemon::Daemon;
 use crate::process::Process;
 use crate::recorder::SiteKey;
 use crate::sessions::{Finish, ProcessRecording, ProfileContext};
-use crate::{monotonic_ns, Daemon};
 use objtier_profile::profile::TierInfo;
 use objtier_profile::{file_name, parse_frame, Module, Source};
 use serde_json::{json, Value};
@@ -505,9 +506,9 @@ mod tests {
         let sys = tempfile::tempdir().unwrap();
         let mut config = crate::config::DaemonConfig::new(sys.path().join("sock"));
         config.sys_root = sys.path().to_owned();
-        let policy = crate::builtin_policy(&config);
+        let policy = crate::config::builtin_policy(&config);
         let topology = objtier_sys::topology::Topology::two_tiers(64 << 20, 64 << 20, 1 << 30);
-        let mut d = crate::Daemon::new(
+        let mut d = crate::daemon::Daemon::new(
             config,
             topology,
             crate::source::AccessSource::none("test"),
@@ -575,9 +576,9 @@ mod tests {
         let sys = tempfile::tempdir().unwrap();
         let mut config = crate::config::DaemonConfig::new(sys.path().join("sock"));
         config.sys_root = sys.path().to_owned();
-        let policy = crate::builtin_policy(&config);
+        let policy = crate::config::builtin_policy(&config);
         let topology = objtier_sys::topology::Topology::two_tiers(64 << 20, 64 << 20, 1 << 30);
-        let mut d = crate::Daemon::new(
+        let mut d = crate::daemon::Daemon::new(
             config,
             topology,
             crate::source::AccessSource::none("test"),

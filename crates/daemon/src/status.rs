@@ -1,6 +1,6 @@
 //! What `objtier status --json` prints: the daemon, its tiers, and each attached process.
 
-use crate::Daemon;
+use crate::daemon::Daemon;
 use serde_json::{json, Value};
 
 pub fn status_json(d: &Daemon) -> Value {
@@ -75,7 +75,7 @@ pub fn status_json(d: &Daemon) -> Value {
                 "profiled": p.recorder.is_some(),
                 "placement": placement_json(p, d.topology.tiers.len()),
                 "ring_backlog": header.backlog(),
-                "attached_seconds": (crate::monotonic_ns().saturating_sub(p.attached_ns)) as f64 / 1e9,
+                "attached_seconds": (crate::clock::monotonic_ns().saturating_sub(p.attached_ns)) as f64 / 1e9,
             })
         })
         .collect();

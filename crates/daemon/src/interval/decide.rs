@@ -3,7 +3,7 @@
 //! the circumstances; the policy decides ([`objtier_policy::Policy::decide`]).
 
 use super::{IntervalReport, SinceEnforcement};
-use crate::Daemon;
+use crate::daemon::Daemon;
 use objtier_policy::{Circumstances, Signals};
 
 impl Daemon {

@@ -10,8 +10,8 @@
 use super::plan::{HugePageSize, MovingRecord};
 use super::snapshot::Snapshot;
 use super::IntervalReport;
+use crate::daemon::Daemon;
 use crate::process::ResidentPages;
-use crate::Daemon;
 use objtier_policy::migration::MovePlan;
 use objtier_sys::pages::{MoveError, BATCH_PAGES};
 use objtier_wire::PAGE_SIZE;

@@ -18,21 +18,21 @@
 //!
 //! The kernel is asked only in stages 1, 3 and 5; stages 2 and 4 are the policy's, on data.
 
+pub(crate) mod buffers;
 pub mod decide;
 pub mod execute;
 pub mod observe;
 pub mod plan;
 pub mod proactive;
-mod report;
+pub(crate) mod report;
 pub mod snapshot;
 #[cfg(test)]
 mod tests;
 
 pub use report::{IntervalReport, SinceEnforcement, Totals};
 pub use snapshot::locate_in_turn;
-pub(crate) use snapshot::IntervalBuffers;
 
-use crate::Daemon;
+use crate::daemon::Daemon;
 use std::time::Instant;
 
 impl Daemon {

@@ -8,8 +8,8 @@
 //! remembered ones), and the access source follows the records as they are now.
 
 use super::IntervalReport;
+use crate::daemon::Daemon;
 use crate::source::Target;
-use crate::Daemon;
 use objtier_sys::damon::coalesce_ranges;
 use std::collections::HashMap;
 
@@ -139,7 +139,7 @@ impl Daemon {
     /// Marks the sites that are short-lived before their window is complete
     /// (`Process::judge_early`): called after every drain.
     pub fn judge_early(&mut self) {
-        let now = crate::monotonic_ns();
+        let now = crate::clock::monotonic_ns();
         for p in self.processes.values_mut() {
             for site in p.judge_early(now) {
                 tracing::info!(
@@ -154,7 +154,7 @@ impl Daemon {
 
     /// Makes the allocations buffered since the last call records.
     fn commit_new_objects(&mut self) {
-        let now = crate::monotonic_ns();
+        let now = crate::clock::monotonic_ns();
         for p in self.processes.values_mut() {
             p.commit_pending(now);
         }

@@ -6,7 +6,7 @@
 
 use super::snapshot::{RecordPages, Snapshot, NOT_LOCATED};
 use super::IntervalReport;
-use crate::Daemon;
+use crate::daemon::Daemon;
 use objtier_policy::migration::{moves_of, MovePlan, PartRequest};
 use objtier_policy::{Assignment, Migrate, TierBudget, TierRoom};
 use objtier_sys::pages::PageMover;

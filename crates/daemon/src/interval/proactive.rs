@@ -4,7 +4,7 @@
 //! site store may remember are checked against what the plan saw of their sites' records.
 
 use super::snapshot::Snapshot;
-use crate::Daemon;
+use crate::daemon::Daemon;
 use objtier_policy::{
     accessed_by_the_program, proactive_placements, SiteRecord, SETTLED_INTERVALS,
 };
@@ -14,7 +14,7 @@ impl Daemon {
     /// a tier per candidate of `snapshot`).
     pub(super) fn place_sites_proactively(&mut self, snapshot: &Snapshot, assignment: &[usize]) {
         let (spans, candidates) = (&snapshot.spans, &snapshot.candidates);
-        let now = crate::monotonic_ns();
+        let now = crate::clock::monotonic_ns();
         // A record's first interval says little: it was just initialised (written), so it looks
         // hot whatever its future. Only records at least this old keep their site fast, and only
         // when accessed in each of the last two intervals: a page just migrated can look

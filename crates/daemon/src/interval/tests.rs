@@ -2,9 +2,9 @@
 //! tests are beside it, in `plan.rs` and the policy crate).
 
 use crate::config::DaemonConfig;
+use crate::daemon::Daemon;
 use crate::process::tests::{process, push};
 use crate::source::AccessSource;
-use crate::Daemon;
 use objtier_sys::pages::{RecordedCall, RecordingPageMover};
 use objtier_sys::topology::Topology;
 use objtier_wire::{event_flags, EventKind};
@@ -26,7 +26,7 @@ fn daemon_with(
 ) -> Daemon {
     let mut config = DaemonConfig::new(sys.path().join("sock"));
     config.sys_root = sys.path().to_owned();
-    let policy = crate::builtin_policy(&config);
+    let policy = crate::config::builtin_policy(&config);
     let source = AccessSource::none("test");
     let mut daemon = Daemon::new(config, topology, source, Box::new(fake.clone()), policy);
     daemon.processes.insert(process.id, process);
@@ -92,7 +92,7 @@ fn intervals_are_short_while_a_process_is_young() {
     let id = p.id;
     let mut daemon = daemon_with(two_tiers(64 * MIB, 64 * MIB), p, &fake, &sys);
     let long = daemon.config.interval;
-    daemon.processes.get_mut(&id).unwrap().attached_ns = crate::monotonic_ns();
+    daemon.processes.get_mut(&id).unwrap().attached_ns = crate::clock::monotonic_ns();
     assert_eq!(daemon.config.startup_interval, None, "off by default");
     assert_eq!(daemon.next_interval_length(), long, "turned off");
     let short = Some(std::time::Duration::from_millis(
@@ -105,7 +105,7 @@ fn intervals_are_short_while_a_process_is_young() {
     daemon.processes.get_mut(&id).unwrap().planned = false;
     let window = daemon.config.startup_window.as_nanos() as u64;
     daemon.processes.get_mut(&id).unwrap().attached_ns =
-        crate::monotonic_ns().saturating_sub(window + 1);
+        crate::clock::monotonic_ns().saturating_sub(window + 1);
     assert_eq!(daemon.next_interval_length(), long, "grown up");
     daemon.processes.clear();
     assert_eq!(daemon.next_interval_length(), long, "nobody attached");
@@ -485,7 +485,7 @@ impl LargeHotRecord {
         p.drain();
         let mut daemon = daemon_with(two_tiers(fast_bytes, fast_bytes), p, &fake, &sys);
         daemon.config.record_parts = record_parts;
-        daemon.policy = crate::builtin_policy(&daemon.config);
+        daemon.policy = crate::config::builtin_policy(&daemon.config);
         Self {
             daemon,
             fake,
@@ -790,7 +790,7 @@ fn triggers_wait_for_the_first_samples() {
     daemon.source = AccessSource::new(Box::new(Scripted::new(vec![vec![], vec![seen]])));
     // Just attached: the daemon runs short intervals until the first informed plan.
     let id = *daemon.processes.keys().next().unwrap();
-    daemon.processes.get_mut(&id).unwrap().attached_ns = crate::monotonic_ns();
+    daemon.processes.get_mut(&id).unwrap().attached_ns = crate::clock::monotonic_ns();
     let short = Some(std::time::Duration::from_millis(500));
     daemon.config.startup_interval = short;
     daemon.interval();
@@ -991,7 +991,7 @@ fn a_placement_is_remembered_only_while_its_objects_stay_unaccessed() {
     }
     let remembered = |p: &crate::process::Process| {
         let mut seen: Vec<(String, Option<(u32, Learnt)>)> = p
-            .seen_sites(crate::monotonic_ns())
+            .seen_sites(crate::clock::monotonic_ns())
             .into_iter()
             .map(|seen| (seen.frames[0].clone(), seen.placed))
             .collect();
@@ -1215,7 +1215,7 @@ fn a_short_lived_site_is_remembered_and_sampled_from_the_next_runs_start() {
         // As attach sets them (the test's young age is short, so churn() dies young).
         p.lifetimes.set_interval_ns(2_000_000_000);
         p.lifetimes.set_young_ns(Some(1_000_000));
-        p.attached_ns = crate::monotonic_ns();
+        p.attached_ns = crate::clock::monotonic_ns();
         daemon.warm_start(1, program.clone(), |_| Some(maps(app, Some(libc))));
         (daemon, peer)
     };

@@ -14,9 +14,11 @@
 //! program, applied by call path, and what this run learnt, saved).
 
 pub mod events;
+pub mod frames;
 pub mod lifetimes;
 pub mod objects;
 pub mod placements;
+pub mod remembered;
 pub mod resync;
 pub mod sites;
 #[cfg(test)]
@@ -25,13 +27,13 @@ pub mod warm;
 
 pub use crate::record::{Object, Record, ResidentPages};
 pub use crate::records::Records;
+pub use frames::{SiteFrames, Sites};
 pub use lifetimes::{SiteLifetimes, SiteLives, SiteMap};
 pub use objects::{advice_for, ObjectTable};
 pub use objtier_sys::ring::RingMapping;
 pub use placements::{Evidence, PlacedBy, SitePlacements, REMEMBER_AFTER_PLANS};
+pub use remembered::{Remembered, WarmStart, Warmed};
 pub use resync::{Resync, ResyncState};
-pub use sites::{SiteFrames, Sites};
-pub use warm::{Remembered, WarmStart, Warmed};
 
 use placements::Placed;
 use std::os::unix::net::UnixStream;

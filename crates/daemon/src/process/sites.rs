@@ -2,33 +2,13 @@
 //! site, which `objtier_sys::maps` turns into `module+offset` for people and for matching
 //! across runs (warm start, placements).
 
+use super::remembered::Warmed;
 use super::Process;
-use super::Warmed;
-use std::collections::HashMap;
 
 /// Most sites kept per process: a bound on what a process can make the daemon store.
 const MAX_SITES: usize = 1 << 16;
 /// Most frames a site description may have (the library sends at most 64).
 const MAX_SITE_FRAMES: u64 = 64;
-
-/// A site as the library described it: return addresses, innermost first.
-#[derive(Clone, Debug, Default)]
-pub struct SiteFrames {
-    pub ips: Vec<u64>,
-    /// Frames announced; the description is complete when `ips` has them all.
-    pub count: usize,
-    /// The frames as `module+offset` (`?+0xADDR` where no file maps the address), once named.
-    pub names: Option<Vec<String>>,
-}
-
-impl SiteFrames {
-    pub fn complete(&self) -> bool {
-        self.count > 0 && self.ips.len() == self.count
-    }
-}
-
-/// Sites by id.
-pub type Sites = HashMap<u64, SiteFrames>;
 
 impl Process {
     /// One frame of a site's description (`index_and_count`: the frame's index and how many

@@ -15,7 +15,7 @@
 //! (the area filled between two drains) counts as one lost sample: the kernel does not say how
 //! many records it dropped.
 
-use super::{AccessKind, Observation, Source, Target};
+use super::observation::{AccessKind, Observation, Source, Target};
 use crate::config::DaemonConfig;
 use objtier_sys::perf::event::{AddressFrom, SampleEvent};
 use objtier_sys::perf::ring::{PerfRing, Record};
@@ -345,7 +345,7 @@ impl Source for PerfSource {
 
     fn observe(&mut self) -> anyhow::Result<Vec<Observation>> {
         self.drain();
-        let now = crate::monotonic_ns();
+        let now = crate::clock::monotonic_ns();
         Ok(self
             .tally
             .pending
@@ -618,7 +618,7 @@ mod tests {
             (observed.len(), observed[0].weight, observed[0].time_ns),
             (1, 2.0, 9_000)
         );
-        let before = crate::monotonic_ns();
+        let before = crate::clock::monotonic_ns();
         let untimed = Sample {
             pid: 5,
             addr: 0x7f00_0000_3008,

@@ -36,7 +36,7 @@
 //! exactly one interval and each clear is followed by one; at most [`MAX_HELD_INTERVALS`] in a
 //! row.
 
-use super::{AccessKind, Observation, Source, Target};
+use super::observation::{AccessKind, Observation, Source, Target};
 use crate::config::DaemonConfig;
 use objtier_sys::procrefs::{
     is_gone, reference_clear_cost, ClearRefs, Precision, ProcRefs, RefsKernel, Support,
@@ -641,7 +641,7 @@ impl<K: RefsKernel> Source for ProcSource<K> {
         }
         self.targets = targets;
         // Referenced bits say "since the last scan", not when: the scan's time stands for it.
-        let now = crate::monotonic_ns();
+        let now = crate::clock::monotonic_ns();
         for o in &mut out {
             o.time_ns = now;
         }
