@@ -10,7 +10,6 @@ use objtier_sys::socket::{peer_cred, recv_with_fds};
 use objtier_wire::{hello_flags, Hello, HELLO_BYTES};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 
 /// A process closed its socket between its hello and the daemon's answer: it exited, or exec'd
@@ -137,8 +136,8 @@ impl Daemon {
         if self.site_store.is_none() {
             return;
         }
-        let proc_root = Path::new("/proc");
-        let program = match sitestore::Program::of_process(proc_root, p.pid, p.uid) {
+        let proc_root = self.config.proc_root.clone();
+        let program = match sitestore::Program::of_process(&proc_root, p.pid, p.uid) {
             Ok(program) => program,
             Err(e) => {
                 tracing::info!(pid = p.pid, "no warm start: cannot tell its program: {e}");
@@ -146,7 +145,7 @@ impl Daemon {
             }
         };
         self.warm_start(id, program, |pid| {
-            objtier_sys::maps::Maps::read(proc_root, pid)
+            objtier_sys::maps::Maps::read(&proc_root, pid)
                 .map_err(|e| tracing::debug!(pid, "cannot read its memory map: {e}"))
                 .ok()
         });

@@ -126,6 +126,9 @@ pub struct DaemonConfig {
     pub exit_with_pid: Option<u32>,
     /// Root of sysfs (tests point it at captured trees).
     pub sys_root: PathBuf,
+    /// Root of procfs, where the daemon reads the attached processes' maps, executables and
+    /// threads (tests point it at captured trees, as `sys_root`).
+    pub proc_root: PathBuf,
     /// Where the daemon records that it owns the kdamond (DAMON is system-wide, so this is too).
     pub damon_owner_file: PathBuf,
 }
@@ -167,6 +170,7 @@ impl DaemonConfig {
             idle_first_wait: Duration::from_secs(30),
             exit_with_pid: None,
             sys_root: PathBuf::from("/sys"),
+            proc_root: PathBuf::from("/proc"),
             damon_owner_file: PathBuf::from("/run/objtier/damon-owner"),
         }
     }

@@ -136,7 +136,7 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
     let source = source::AccessSource::open(&config)?;
     let llc_counters = if policy.needs_llc_counters() {
         Some(
-            objtier_sys::perf::LlcCounters::open(&config.sys_root, Path::new("/proc"))
+            objtier_sys::perf::LlcCounters::open(&config.sys_root, &config.proc_root)
                 .context("the llc-mpi trigger needs LLC-miss and instruction counters")?,
         )
     } else {

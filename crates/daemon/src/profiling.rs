@@ -138,6 +138,7 @@ impl Daemon {
         let source = self.profile_source();
         let description = self.source.describe();
         let interval_s = self.config.interval.as_secs_f64();
+        let proc_root = self.config.proc_root.clone();
         let p = self
             .processes
             .values_mut()
@@ -150,7 +151,7 @@ impl Daemon {
             return Err(format!("pid {pid} is another user's process"));
         }
         let now = monotonic_ns();
-        let exe = std::fs::read_link(format!("/proc/{}/exe", p.pid))
+        let exe = std::fs::read_link(proc_root.join(p.pid.to_string()).join("exe"))
             .map(|e| e.display().to_string())
             .unwrap_or_default();
         let mut profile =
@@ -253,10 +254,11 @@ impl Daemon {
     /// Process `id` attached with a profile token: it joins its session, or is told why not.
     pub(crate) fn join_profile(&mut self, id: u64) {
         let interval_ns = self.config.interval.as_nanos() as u64;
+        let proc_root = self.config.proc_root.clone();
         let Some(p) = self.processes.get_mut(&id) else {
             return;
         };
-        let exe = std::fs::read_link(format!("/proc/{}/exe", p.pid))
+        let exe = std::fs::read_link(proc_root.join(p.pid.to_string()).join("exe"))
             .map(|e| e.display().to_string())
             .unwrap_or_default();
         match self.sessions.join(
@@ -278,7 +280,7 @@ impl Daemon {
                     .flags
                     .fetch_or(objtier_wire::control_flags::PROFILING, Ordering::Relaxed);
                 if p.last_maps.is_none() {
-                    p.last_maps = objtier_sys::maps::Maps::read(Path::new("/proc"), p.pid).ok();
+                    p.last_maps = objtier_sys::maps::Maps::read(&proc_root, p.pid).ok();
                 }
                 tracing::info!(pid = p.pid, exe, "process joined its profile session");
             }
@@ -296,6 +298,7 @@ impl Daemon {
     /// A profiled process leaves its recording with its session (it detached, or its
     /// session was finished by force).
     pub(crate) fn leave_profile(&mut self, p: &mut Process) {
+        let proc_root = self.config.proc_root.clone();
         let Some(recorder) = p.recorder.take() else {
             return;
         };
@@ -328,8 +331,8 @@ impl Daemon {
             live.into_iter(),
             last,
         );
-        let modules = modules_of(&finished, p.pid);
-        let exe = std::fs::read_link(format!("/proc/{}/exe", p.pid))
+        let modules = modules_of(&proc_root, &finished, p.pid);
+        let exe = std::fs::read_link(proc_root.join(p.pid.to_string()).join("exe"))
             .map(|e| e.display().to_string())
             .ok()
             .or_else(|| p.warm.as_ref().map(|w| w.program.exe.clone()))
@@ -464,7 +467,7 @@ fn resident_by_site(p: &Process, tiers: usize) -> std::collections::HashMap<Site
 
 /// The modules a recording's frames name, each with its build-id (read from the file, through
 /// the process's root while it still has one).
-fn modules_of(finished: &crate::recorder::Finished, pid: u32) -> Vec<Module> {
+fn modules_of(proc_root: &Path, finished: &crate::recorder::Finished, pid: u32) -> Vec<Module> {
     let mut paths: Vec<&str> = finished
         .sites
         .iter()
@@ -476,7 +479,7 @@ fn modules_of(finished: &crate::recorder::Finished, pid: u32) -> Vec<Module> {
     paths
         .into_iter()
         .map(|path| {
-            let through_root = format!("/proc/{pid}/root{path}");
+            let through_root = format!("{}/{pid}/root{path}", proc_root.display());
             let build_id = objtier_sys::elf::build_id(Path::new(&through_root))
                 .or_else(|_| objtier_sys::elf::build_id(Path::new(path)))
                 .ok()

@@ -23,16 +23,18 @@ impl crate::daemon::Daemon {
         let Some(pid) = self.processes.get(&id).map(|p| p.pid) else {
             return;
         };
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        let proc_root = self.config.proc_root.clone();
+        let exe = std::fs::read_link(proc_root.join(pid.to_string()).join("exe"))
             .map(|e| e.display().to_string())
             .unwrap_or_default();
-        let maps = objtier_sys::maps::Maps::read(Path::new("/proc"), pid)
+        let maps = objtier_sys::maps::Maps::read(&proc_root, pid)
             .map_err(|e| tracing::warn!(pid, "cannot read its memory map: {e}"))
             .ok();
         let paths = maps.clone();
         self.place_by(id, file, &exe, maps, |name| {
             let path = paths.as_ref()?.path_named(name)?;
-            objtier_sys::elf::build_id(Path::new(&format!("/proc/{pid}/root{path}")))
+            let through_root = format!("{}/{pid}/root{path}", proc_root.display());
+            objtier_sys::elf::build_id(Path::new(&through_root))
                 .or_else(|_| objtier_sys::elf::build_id(Path::new(path)))
                 .ok()
                 .flatten()

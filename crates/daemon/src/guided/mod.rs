@@ -47,6 +47,7 @@ const CACHE_FILES: usize = 16;
 /// Reads the placement a process passed as `fd`: a regular file of at most
 /// [`MAX_PLACEMENT_BYTES`], parsed and checked. The error says which file and what is wrong.
 pub fn read_placement(fd: OwnedFd, cache: &mut PlacementCache) -> Result<PlacementFile, String> {
+    // The daemon's own descriptor: the real procfs, whatever root the processes are read under.
     let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "the placement file".into());

@@ -75,7 +75,7 @@ impl Daemon {
     /// modules they point into are surely still mapped; those remembered from an earlier run
     /// of the program are placed as they were then (warm start).
     fn name_new_sites(&mut self) {
-        let proc_root = std::path::Path::new("/proc");
+        let proc_root = self.config.proc_root.as_path();
         for p in self.processes.values_mut() {
             if p.has_unnamed_sites() {
                 match objtier_sys::maps::Maps::read(proc_root, p.pid) {

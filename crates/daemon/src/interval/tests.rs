@@ -957,6 +957,11 @@ fn describe_site(p: &crate::process::Process, ips: &[u64]) -> u64 {
 
 /// A memory map with the program at `app` and libc at `libc` (None: not loaded yet).
 fn maps(app: u64, libc: Option<u64>) -> objtier_sys::maps::Maps {
+    objtier_sys::maps::Maps::parse(&maps_text(app, libc))
+}
+
+/// [`maps`] as `/proc/PID/maps` reads.
+fn maps_text(app: u64, libc: Option<u64>) -> String {
     let mut text = format!(
         "{:x}-{:x} r-xp 00001000 fe:00 7 /usr/bin/app\n",
         app + 0x1000,
@@ -969,7 +974,42 @@ fn maps(app: u64, libc: Option<u64>) -> objtier_sys::maps::Maps {
             libc + 0x1a0000
         );
     }
-    objtier_sys::maps::Maps::parse(&text)
+    text
+}
+
+/// The daemon reads a process's memory map under its proc root (`/proc` but for tests, which
+/// point it at captured text) to name the sites the library describes.
+#[test]
+fn sites_are_named_with_the_memory_map_under_the_proc_root() {
+    let sys = tempfile::tempdir().unwrap();
+    let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+    let (p, _peer) = process();
+    let (app, libc) = (0x5555_0000_0000, 0x7f00_0000_0000);
+    let site = describe_site(&p, &[app + 0x1234, libc + 0x29d90]);
+    let pid = p.pid;
+    let mut daemon = daemon_with(two_tiers(10 * MIB, 10 * MIB), p, &fake, &sys);
+    let proc_root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(proc_root.path().join(pid.to_string())).unwrap();
+    std::fs::write(
+        proc_root.path().join(pid.to_string()).join("maps"),
+        maps_text(app, Some(libc)),
+    )
+    .unwrap();
+    daemon.config.proc_root = proc_root.path().to_owned();
+    daemon.processes.values_mut().for_each(|p| {
+        p.drain();
+    });
+    daemon.interval();
+    let p = daemon.processes.values().next().unwrap();
+    assert_eq!(
+        p.sites[&site].names.as_deref(),
+        Some(
+            &[
+                "/usr/bin/app+0x1234".to_string(),
+                "/usr/lib/libc.so.6+0x29d90".to_string()
+            ][..]
+        )
+    );
 }
 
 /// The site store hears of a proactive placement only once two plans after it saw none of

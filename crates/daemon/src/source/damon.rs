@@ -17,7 +17,6 @@ use crate::config::DaemonConfig;
 use objtier_sys::damon::{Damon, DamonError, RealFiles, RegionSample};
 use objtier_wire::PAGE_SIZE;
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -107,6 +106,7 @@ pub fn open(config: &DaemonConfig) -> Result<DamonSource, DamonError> {
     let pace = Pace {
         every: config.interval / config.damon_snapshots.max(1),
         idle: Duration::from_micros(config.damon.aggr_us.max(1_000)),
+        proc_root: config.proc_root.clone(),
     };
     let for_sampler = Arc::clone(&shared);
     let sampler = std::thread::Builder::new()
@@ -151,12 +151,14 @@ impl KdamondTime {
 }
 
 /// How often the sampler looks.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Pace {
     /// From the start of one snapshot to the start of the next (interval / snapshots).
     every: Duration,
     /// How long to wait for targets while there are none, or after an error.
     idle: Duration,
+    /// Where the kdamond's CPU time is read (`<proc_root>/PID/stat`).
+    proc_root: std::path::PathBuf,
 }
 
 /// The sampler thread: applies new targets, takes a snapshot, adds it up, waits for the next
@@ -166,7 +168,7 @@ fn sample(mut damon: Damon<RealFiles>, shared: &Shared, pace: Pace) {
     let mut kdamonds = KdamondTime::default();
     let mut account = |damon: &mut Damon<RealFiles>, shared: &Shared| {
         let kdamond = kdamonds.update(damon.kdamond_pid(), |pid| {
-            objtier_sys::damon::thread_cpu_seconds(Path::new("/proc"), pid)
+            objtier_sys::damon::thread_cpu_seconds(&pace.proc_root, pid)
         });
         shared.state.lock().unwrap().cpu_seconds =
             super::observation::thread_cpu_seconds() - own_start + kdamond;

@@ -45,7 +45,6 @@ use objtier_sys::procrefs::{
 use objtier_wire::PAGE_SIZE;
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::path::Path;
 use std::time::Duration;
 
 const PAGE: u64 = PAGE_SIZE as u64;
@@ -113,7 +112,7 @@ pub struct ProcSource<K: RefsKernel> {
 
 /// The best precision this kernel and user allow; logs why nothing better.
 pub fn open(config: &DaemonConfig) -> Result<ProcSource<ProcRefs>, String> {
-    let proc_root = Path::new("/proc");
+    let proc_root = config.proc_root.as_path();
     let support = Support::probe(proc_root, &config.sys_root);
     // SAFETY: geteuid has no failure mode.
     let euid = unsafe { libc::geteuid() };
