@@ -79,7 +79,7 @@ impl Batch {
         let done = unsafe { discard_batched(ranges) };
         for range in &ranges[done..] {
             // SAFETY: forwarded.
-            unsafe { libc::madvise(range.iov_base, range.iov_len, libc::MADV_DONTNEED) };
+            unsafe { crate::os::madvise(range.iov_base, range.iov_len, libc::MADV_DONTNEED) };
         }
         self.len = 0;
     }
@@ -97,16 +97,8 @@ unsafe fn discard_batched(ranges: &[libc::iovec]) -> usize {
         return 0;
     }
     // SAFETY: the ranges are valid iovecs of our own memory (the caller's contract).
-    let advised = unsafe {
-        libc::syscall(
-            libc::SYS_process_madvise,
-            PIDFD_SELF_PROCESS,
-            ranges.as_ptr(),
-            ranges.len(),
-            libc::MADV_DONTNEED,
-            0,
-        )
-    };
+    let advised =
+        unsafe { crate::os::process_madvise(PIDFD_SELF_PROCESS, ranges, libc::MADV_DONTNEED) };
     if advised < 0 {
         // EBADF (no PIDFD_SELF), EINVAL (no MADV_DONTNEED for process_madvise), ENOSYS,
         // EPERM: the same answer every time. A batch already advised in part cannot fail here.

@@ -730,7 +730,7 @@ pub fn free(ptr: *mut u8, now_ns: u64, on_free: impl FnOnce(Extent, Freed)) -> O
     // may take it, and must find zeroed, non-resident memory.
     // SAFETY: the extent belongs to the object being freed; nobody else may use it until it is
     // marked free below.
-    unsafe { libc::madvise(addr as *mut libc::c_void, extent.len, libc::MADV_DONTNEED) };
+    unsafe { crate::os::madvise(addr as *mut libc::c_void, extent.len, libc::MADV_DONTNEED) };
     if rebound {
         // Its tail was bound one tier down: bound back to the chunk's nodes, for the next object.
         let head = (kept & 0xffff_ffff) as usize * PAGE_SIZE;
@@ -1527,14 +1527,14 @@ impl State {
         if tags.is_null() || sites.is_null() || bitmaps.is_null() {
             // SAFETY: unmapping the regions we just mapped and never published.
             unsafe {
-                libc::munmap(base as *mut libc::c_void, bytes);
+                crate::os::munmap(base as *mut libc::c_void, bytes);
                 for (side, len) in [
                     (tags, tags_bytes),
                     (sites, sites_bytes),
                     (bitmaps, bitmaps_bytes),
                 ] {
                     if !side.is_null() {
-                        libc::munmap(side as *mut libc::c_void, len);
+                        crate::os::munmap(side as *mut libc::c_void, len);
                     }
                 }
             }
@@ -1616,17 +1616,7 @@ pub(crate) fn bind_preferred(base: usize, bytes: usize, nodes: u64) {
     }
     if nodes == 0 {
         // SAFETY: mbind with MPOL_DEFAULT and no mask, on a range we own.
-        unsafe {
-            libc::syscall(
-                libc::SYS_mbind,
-                base,
-                bytes,
-                0i64,
-                core::ptr::null::<u64>(),
-                0u64,
-                0u32,
-            )
-        };
+        unsafe { crate::os::mbind(base, bytes, 0, &[], 0) };
         return;
     }
     let mask = [nodes, 0u64];
@@ -1638,17 +1628,7 @@ pub(crate) fn bind_preferred(base: usize, bytes: usize, nodes: u64) {
     };
     for &(mode, mask) in modes {
         // SAFETY: mbind on a range we own; the mask outlives the call and holds maxnode bits.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_mbind,
-                base,
-                bytes,
-                mode,
-                mask.as_ptr(),
-                (mask.len() * 64) as u64,
-                0u32,
-            )
-        };
+        let rc = unsafe { crate::os::mbind(base, bytes, mode, mask, (mask.len() * 64) as u64) };
         if rc == 0 {
             return;
         }
@@ -1672,7 +1652,7 @@ fn map_anonymous_at(addr: usize, bytes: usize, accounted: bool) -> *mut u8 {
     };
     // SAFETY: a fresh private anonymous mapping; MAP_FIXED_NOREPLACE never replaces one.
     let p = unsafe {
-        libc::mmap(
+        crate::os::mmap(
             addr as *mut libc::c_void,
             bytes,
             libc::PROT_READ | libc::PROT_WRITE,
@@ -1707,7 +1687,7 @@ fn map_metadata(bytes: usize) -> *mut u8 {
 /// pages to avoid.
 pub(crate) fn keep_off_huge_pages(start: usize, len: usize) {
     // SAFETY: the advice changes which page size backs the range, never its contents.
-    unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_NOHUGEPAGE) };
+    unsafe { crate::os::madvise(start as *mut libc::c_void, len, libc::MADV_NOHUGEPAGE) };
 }
 
 /// Maps `bytes` (a multiple of CHUNK_BYTES) aligned to CHUNK_BYTES, trimming the excess.
@@ -1722,18 +1702,18 @@ fn map_aligned(bytes: usize, accounted: bool) -> Option<usize> {
         // SAFETY: both trims are inside the mapping we just created and own.
         unsafe {
             if base > raw {
-                libc::munmap(raw as *mut libc::c_void, base - raw);
+                crate::os::munmap(raw as *mut libc::c_void, base - raw);
             }
             let end = base + bytes;
             if raw + padded > end {
-                libc::munmap(end as *mut libc::c_void, raw + padded - end);
+                crate::os::munmap(end as *mut libc::c_void, raw + padded - end);
             }
         }
         base
     };
     if (base + bytes) >> CHUNK_SHIFT > GRANULES {
         // SAFETY: unmapping our own mapping, outside the range the owner table covers.
-        unsafe { libc::munmap(base as *mut libc::c_void, bytes) };
+        unsafe { crate::os::munmap(base as *mut libc::c_void, bytes) };
         return None;
     }
     Some(base)
@@ -1753,7 +1733,7 @@ fn map_aligned_without_slack(bytes: usize, accounted: bool) -> Option<usize> {
         return Some(probe);
     }
     // SAFETY: unmapping the probe we just mapped.
-    unsafe { libc::munmap(probe as *mut libc::c_void, bytes) };
+    unsafe { crate::os::munmap(probe as *mut libc::c_void, bytes) };
     let base = probe - probe % CHUNK_BYTES;
     let p = map_anonymous_at(base, bytes, accounted) as usize;
     if p == base {
@@ -1762,7 +1742,7 @@ fn map_aligned_without_slack(bytes: usize, accounted: bool) -> Option<usize> {
     if p != 0 {
         // An old kernel took the address as a hint and mapped elsewhere.
         // SAFETY: unmapping the mapping we just made.
-        unsafe { libc::munmap(p as *mut libc::c_void, bytes) };
+        unsafe { crate::os::munmap(p as *mut libc::c_void, bytes) };
     }
     None
 }

@@ -50,6 +50,7 @@ mod free_index;
 mod large;
 mod lock;
 mod options;
+mod os;
 mod report;
 mod sandbox;
 mod site;
@@ -118,7 +119,7 @@ pub fn write_stderr(args: core::fmt::Arguments<'_>) {
     let _ = core::fmt::write(&mut buf, args);
     let _ = core::fmt::Write::write_str(&mut buf, "\n");
     // SAFETY: writes our own stack buffer to fd 2.
-    unsafe { libc::write(2, buf.bytes.as_ptr() as *const c_void, buf.len) };
+    unsafe { crate::os::write(2, buf.bytes.as_ptr() as *const c_void, buf.len) };
 }
 
 thread_local! {
@@ -179,7 +180,7 @@ fn plain_block_suffices(size: usize, align: usize) -> bool {
 #[inline]
 fn set_errno(value: i32) {
     // SAFETY: __errno_location returns this thread's errno slot.
-    unsafe { *libc::__errno_location() = value };
+    unsafe { crate::os::set_errno(value) };
 }
 
 /// Allocates `size` bytes aligned to `align` (a power of two): tracked pages or mimalloc.
@@ -360,7 +361,7 @@ fn spill_tail(p: *mut u8, size: usize, contents: large::Contents, kept: u64, tai
     let start = p as usize + head;
     if contents == large::Contents::Dirty {
         // SAFETY: the tail is the new object's own pages, not yet handed out.
-        unsafe { libc::madvise(start as *mut c_void, len - head, libc::MADV_DONTNEED) };
+        unsafe { crate::os::madvise(start as *mut c_void, len - head, libc::MADV_DONTNEED) };
     }
     large::bind_preferred(start, len - head, tail);
 }
@@ -529,7 +530,7 @@ unsafe fn move_tracked(ptr: *mut c_void, old: usize, size: usize) -> *mut c_void
     if contents == large::Contents::Dirty && extent.len > used {
         // SAFETY: [p + used, end of extent) is the new extent's own, not yet handed out.
         unsafe {
-            libc::madvise(
+            crate::os::madvise(
                 p.add(used) as *mut c_void,
                 extent.len - used,
                 libc::MADV_DONTNEED,
@@ -1087,7 +1088,7 @@ extern "C" fn constructor() {
     arenas::keep_first_off_huge_pages(reserve_kib.max(0) as usize * 1024, eager_commit == 1);
     // SAFETY: registering plain extern "C" handlers.
     unsafe {
-        libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
+        crate::os::atfork(fork_prepare, fork_parent, fork_child);
         libmimalloc_sys::mi_register_deferred_free(
             Some(small_object_heartbeat),
             core::ptr::null_mut(),

@@ -139,15 +139,7 @@ impl<T> FutexMutex<T> {
             stats::add(&stats::SLEPT, 1);
             // SAFETY: futex(FUTEX_WAIT_PRIVATE) on our own atomic; spurious wake-ups are handled
             // by the loop.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    self.state.as_ptr(),
-                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                    CONTENDED,
-                    core::ptr::null::<libc::timespec>(),
-                );
-            }
+            unsafe { crate::os::futex_wait(self.state.as_ptr(), CONTENDED) };
         }
     }
 
@@ -159,14 +151,7 @@ impl<T> FutexMutex<T> {
         );
         if self.state.swap(UNLOCKED, Ordering::Release) == CONTENDED {
             // SAFETY: wakes one waiter on our own atomic.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    self.state.as_ptr(),
-                    libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                    1,
-                );
-            }
+            unsafe { crate::os::futex_wake(self.state.as_ptr(), 1) };
         }
     }
 
