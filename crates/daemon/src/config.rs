@@ -40,7 +40,7 @@ impl std::str::FromStr for SourceChoice {
 /// DAMON snapshots per interval: a fifth of DAMON's samples at its 100 ms aggregation and 2 s
 /// intervals (one snapshot saw a twentieth, and programs that sweep their arrays once a second
 /// looked idle in most intervals). Measured in the tiered VM: the source's CPU (the daemon's
-/// and kdamond's) 8.8-9.3 % of a CPU against 6.8-7.5 % with one (docs/evaluation.md).
+/// and kdamond's) 8.8-9.3 % of a CPU against 6.8-7.5 % with one (bench/eval/results/LOG.md, "Four DAMON snapshots an interval").
 pub const DEFAULT_DAMON_SNAPSHOTS: u32 = 4;
 
 /// The share of a program's time the `proc` source may cost it by clearing its reference bits

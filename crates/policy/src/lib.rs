@@ -2,11 +2,14 @@
 //!
 //! Nothing here touches the kernel or the clock, so every rule is unit-tested with synthetic
 //! objects and tiers. The daemon gathers a [`Candidate`] per object record (its access estimate,
-//! its size, where its pages are now), and [`assign_tiers`] decides where each should be. The
-//! design follows the MAT daemon (Kammerdiener et al., sections 3.4.1–3.4.4): an exponential
-//! moving average of sampled accesses per interval ([`ema`]), an ordering of objects
-//! ([`Prioritization`]), and an enforcement routine that fills each tier, fastest first, up to a
-//! budget (90 % of its capacity by default), leaving the rest to slower tiers.
+//! its size, where its pages are now); a [`Policy`] of five routines ([`routines`]) decides
+//! whether to act, orders the records, gives each a tier ([`assign_tiers`]) and turns that into
+//! page moves ([`migration`]). The design follows the MAT daemon (Kammerdiener et al., sections
+//! 3.4.1–3.4.4): an exponential moving average of sampled accesses per interval ([`ema`]), an
+//! ordering of objects ([`Prioritization`]), and an enforcement routine that fills each tier,
+//! fastest first, up to a budget (90 % of its capacity by default), leaving the rest to slower
+//! tiers. Also here: proactive placement by allocation site, short-lived sites ([`lifetimes`]),
+//! and the offline advisor's algorithms ([`advise`]).
 
 pub mod advise;
 mod assign;

@@ -1,6 +1,6 @@
 //! Giving page ranges back to the kernel, many at a time.
 //!
-//! The dirty cache returns idle extents to the kernel with `MADV_DONTNEED` (`large.rs`). In a
+//! The dirty cache returns idle extents to the kernel with `MADV_DONTNEED` (`large/`). In a
 //! multi-threaded process every such call ends with a TLB shootdown: the kernel interrupts each
 //! other CPU that runs one of the process's threads and waits for it to flush. One call per
 //! extent was a JVM's largest single cost in the library (bench/alloc `java`: 71,500 calls in a

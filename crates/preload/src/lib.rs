@@ -2,14 +2,21 @@
 //!
 //! It replaces the malloc family. Small objects go to mimalloc, linked in; objects of at least
 //! `OBJTIER_TRACK_MIN` bytes (4 KiB by default, the paper's tracking threshold) get whole pages of
-//! their own (`large.rs`) so the daemon can move each one between tiers alone, and each of their
+//! their own (`large/`) so the daemon can move each one between tiers alone, and each of their
 //! allocations and frees is reported to the daemon through a shared-memory ring (`report.rs`),
 //! tagged with a hash of its call path (`site.rs`, cached per caller: `malloc`, `calloc` and
 //! `realloc` enter through three-instruction assembly stubs that hand over the caller's return
 //! address and stack pointer). The daemon answers through the same shared memory: which tier a
-//! site's new objects start in (`large.rs` keeps chunks bound to each tier's nodes), and when to
+//! site's new objects start in (`large/` keeps chunks bound to each tier's nodes), and when to
 //! re-announce the live objects after dropped events. `api.rs` is the C API of
 //! `include/objtier.h`.
+//!
+//! Layout: `malloc.rs` (the malloc family's implementation), `exports.rs` (the exported
+//! symbols), `init.rs` (the constructor and fork), `large/` (page-granular objects),
+//! `free_index.rs` (its index of free extents), `discard.rs` (giving pages back in batches),
+//! `budget.rs` (a placement's budgets), `arenas.rs` (mimalloc's arenas), `report.rs` (the
+//! daemon link), `site.rs`, `options.rs`, `sandbox.rs`, `lock.rs`, and `os.rs`, the one layer
+//! every system call goes through.
 //!
 //! Besides the standard calls it exports glibc's own names for them (`__libc_malloc` and
 //! company: a program that calls those must get memory our `free` knows) and glibc's tuning and

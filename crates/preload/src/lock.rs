@@ -16,7 +16,7 @@ const CONTENDED: u32 = 2;
 /// guards, which its holder touches anyway, and never with a neighbour's. Without it the large
 /// allocator's shards, one after another in a static array, put each shard's lock on the line
 /// where the next shard's state began, and `cleaner` (bench/alloc) ran 2.8 % slower, `xthreads`
-/// 1.5 % (docs/performance.md, 2026-11-29).
+/// 1.5 % (the performance log, bench/alloc/results/LOG.md, 2026-11-29).
 #[repr(C, align(128))]
 pub struct FutexMutex<T> {
     state: AtomicU32,

@@ -370,15 +370,12 @@ pub(crate) unsafe fn reallocate_from(
 /// no memory.
 ///
 /// A growing object gets room for half again its old size when that is more than `size`, so
-/// that the next growths happen in place. Programs grow arrays by a fixed step (LAMMPS adds
-/// 16,384 atoms' worth to each per-atom array, some 24 times in the evaluation's run); when the
-/// pages that follow are taken, each step copies the whole array, so the bytes copied grow with
-/// the square of the array's final size (on lammps 0.2 GB, 6.4 M cache misses, a tenth of the
-/// run's). glibc avoids the copy with `mremap`, which objtier's objects, carved out of shared
-/// chunks, cannot use. With the room, an array that grows by steps moves a logarithmic number of
-/// times. The room costs address space, not memory: pages never written are not resident (those
-/// taken from the cache of freed memory are dropped), the daemon ranks records by resident
-/// bytes, and a free gives them back with the rest.
+/// that the next growths happen in place: an array grown by fixed steps, whose following pages
+/// are taken, would otherwise be copied whole at every step (glibc's `mremap` cannot serve
+/// objects carved out of shared chunks), and now moves a logarithmic number of times
+/// (docs/design/realloc-growth.md). The room costs address space, not memory: pages never
+/// written are not resident (those taken from the cache of freed memory are dropped), the
+/// daemon ranks records by resident bytes, and a free gives them back with the rest.
 #[cold]
 pub(crate) unsafe fn move_tracked(ptr: *mut c_void, old: usize, size: usize) -> *mut c_void {
     let now = report::now_ns();
@@ -388,9 +385,7 @@ pub(crate) unsafe fn move_tracked(ptr: *mut c_void, old: usize, size: usize) -> 
     let site = large::site_of(ptr as *const u8);
     // The copy starts in the tier the object is in (where the daemon put it, or first touch),
     // not in its site's starting tier: that is a guess for new objects, and this one has a
-    // history. The evaluation's igraph at 50 % had 15-18 % of its accesses fast with the site's
-    // tier (its vectors' site was placed slow, and the vectors that grow are the hot ones), and
-    // 25-50 % (mean 40 %, six runs) with the object's.
+    // history (docs/design/realloc-growth.md).
     let nodes = report::control()
         // With one tier there is nothing to choose (and no reason for chunks of a placement).
         .filter(|c| c.tier_nodes(1).is_some())

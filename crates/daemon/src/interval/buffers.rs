@@ -22,7 +22,7 @@ pub const NOT_LOCATED: usize = usize::MAX;
 
 /// An enforcement's per-record buffers, kept by the daemon from one enforcement to the next:
 /// at 10^6 records they are about 150 MB, and fresh ones every interval cost more in page
-/// faults than the work done in them (docs/performance.md, "Engine planning cost").
+/// faults than the work done in them (bench/alloc/results/LOG.md, "Keeping the interval's buffers").
 #[derive(Default)]
 pub(crate) struct IntervalBuffers {
     pub(super) candidates: Vec<Candidate>,

@@ -7,8 +7,7 @@ use super::*;
 /// Quick lists: per shard, for each size of up to `QUICK_MAX_PAGES` pages of the default
 /// placement, the last `QUICK_DEPTH` freed extents of exactly that size, reused last in, first
 /// out by the next allocation of that size. A program that frees and allocates objects of a
-/// few pages again and again (bench/alloc `fragmentation`, `xthreads`) then skips the dirty
-/// index: a free no longer merges with its neighbours and an allocation no longer searches,
+/// few pages again and again then skips the dirty index: a free no longer merges with its neighbours and an allocation no longer searches,
 /// removes and splits. Quick extents are dirty extents in all but the index: counted in the
 /// dirty cache, evicted like it (from the index first: an eviction that finds the index empty
 /// moves them all into it), and purged like it (the idle purge moves the idle ones into the
@@ -111,19 +110,10 @@ impl Quick {
 pub(super) const DIRTY_BUDGET_BYTES: usize = 64 << 20;
 
 /// ...and as much as keeps live plus cached bytes within a quarter over the process's own
-/// high-water mark of live tracked bytes. The mark itself: a program that churns through a
-/// working set reuses its pages the way glibc's heap would (bench/alloc `fragmentation`: 1.03 M
-/// page faults with a budget of the live bytes, 152 k with this one, and the same peak RSS).
-/// The quarter over it: what a program frees and what it asks for next are rarely the same
-/// sizes, so reuse by best fit leaves part of the cache unused while new requests take fresh
-/// pages. A program steady at its mark (a JVM whose cleaner frees the direct buffers its
-/// workers replace, a server replacing half its buffers) pushed live plus cached over the mark
-/// alone, and from there every free returned a page range to the kernel and every allocation
-/// faulted one back in: 28 % of the pages such a program allocated were page faults (host test
-/// `steady-churn-reuses-its-pages`; 0.4 % now), and a JVM on direct buffers took 4.9x glibc's
-/// time (bench/alloc `java`; 1.1x now). A half over the mark did little better than a quarter
-/// (docs/performance.md). Idle cached memory is returned by `purge_idle`, so the room over the
-/// mark is kept only while the program reuses it.
+/// high-water mark of live tracked bytes: a program that churns through its working set reuses
+/// its pages, and one steady at its mark, freeing sizes other than it asks for next, still
+/// finds room (docs/design/dirty-cache.md). Idle cached memory is returned by `purge_idle`, so
+/// the room over the mark is kept only while the program reuses it.
 pub(super) const DIRTY_OVER_PEAK_DIVISOR: u64 = 4;
 
 /// The dirty cache's budget, for `leaving`, the bytes of an object being freed (still counted
@@ -150,8 +140,7 @@ pub(super) fn dirty_budget(live: u64, peak: u64, leaving: usize) -> usize {
 /// Larger frees are always returned to the kernel at once. 32 MiB, glibc's largest dynamic mmap
 /// threshold on 64-bit: a program that frees and grows buffers of several MiB again and again
 /// (vectors, read buffers) reuses their pages instead of faulting them in each time
-/// (bench/alloc `realloc-growth`: 146 k page faults with 4 MiB, 6 k with 32 MiB; mimalloc 8 k).
-/// The budget above still bounds the cache by the process's own high-water mark.
+/// (docs/design/dirty-cache.md). The budget above still bounds the cache.
 pub(super) const DIRTY_MAX_EXTENT_BYTES: usize = 32 << 20;
 
 /// Dirty extents taken out of the cache to be given back to the kernel together

@@ -5,8 +5,7 @@ use super::*;
 
 /// Cached dirty extents not reused for this long (in ticks, `ticks_at`: 250 ms) are returned to the
 /// kernel: a program that finished a phase does not keep its peak footprint forever, nor carry
-/// it into the next phase's peak (bench/alloc `sqlite`: with 2 s, the buffers of its index builds
-/// were still cached when its later phases peaked, 404 MiB against mimalloc's 383).
+/// it into the next phase's peak (docs/design/dirty-cache.md).
 pub(super) const DIRTY_IDLE_TICKS: u64 = 2;
 
 /// Ticks (`ticks_at`) per second.
