@@ -46,7 +46,9 @@ pub struct Cost {
 pub fn drain_cost(window: u64, events: u64) -> Result<Cost> {
     let (mut process, _peer) = Process::synthetic(1, 4242, 1 << 16, DEFAULT_SPLIT_BYTES)?;
     // As the daemon runs by default: counting how each site's objects live.
-    process.young_ns = Some(objtier_policy::lifetimes::young_ns(2_000_000_000));
+    process
+        .lifetimes
+        .set_young_ns(Some(objtier_policy::lifetimes::young_ns(2_000_000_000)));
     let mut rng = Rng(0xd4a1_0000 + window);
     let mut pollution = vec![0u8; POLLUTION_BYTES];
     let heap_start = 0x7f00_0000_0000u64;

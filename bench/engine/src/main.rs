@@ -46,7 +46,14 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+mod churn;
 mod events;
+mod kernel;
+mod tables;
+
+use churn::*;
+use kernel::*;
+use tables::*;
 
 /// The system allocator, counting live and peak requested bytes.
 struct Counting;
@@ -343,8 +350,8 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
             }
         }
         p.drain();
-        if p.records.len() as u64 != n {
-            bail!("process {pi}: {} records, expected {n}", p.records.len());
+        if p.records().len() as u64 != n {
+            bail!("process {pi}: {} records, expected {n}", p.records().len());
         }
         // Only the maps' growth: the Vec of objects above is the bench's own.
         state_bytes += live() - before - list.capacity() * 16;
@@ -471,7 +478,7 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
                 fast_cap_bytes: p.fast_capacity_bytes,
                 priority: p.priority,
             });
-            for (start, r) in &p.records {
+            for (start, r) in p.records() {
                 let mut resident = TierBytes::from_elem(0, 2);
                 for page in (start..start + r.len).step_by(PAGE_SIZE) {
                     if let Some(&node) = fake.placement.get(&(p.pid, page)) {
@@ -511,13 +518,13 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
         (before - live()) as f64 / len.max(1) as f64
     };
     let records_map = map_bytes(&mut |p| {
-        let m = std::mem::take(&mut p.records);
+        let m = p.objects.take_records();
         let n = m.len();
         drop(m);
         n
     });
     let objects_map = map_bytes(&mut |p| {
-        let m = std::mem::take(&mut p.objects);
+        let m = p.objects.take_objects();
         let n = m.len();
         drop(m);
         n
@@ -552,138 +559,6 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
         "kept_between_intervals_bytes_per_record": kept as f64 / n,
         "peak_rss_mib": peak_rss_bytes() as f64 / (1 << 20) as f64,
     }))
-}
-
-/// What locating a page costs the kernel, per page asked, on `pages` pages of our own memory
-/// laid out in records as the bench's are: all of them (a first interval), and the records of
-/// one turn when a twelfth is located at a time (a steady interval at 10^6 records). With
-/// `move_pages` (what an unprivileged daemon, or one on a kernel without memory blocks, uses)
-/// and with the mover the daemon uses here (`/proc/PID/pagemap` as root), as
-/// (how, ns a page for all, ns a page for a twelfth).
-fn kernel_query_ns_per_page(pages: usize) -> Vec<(&'static str, f64, f64)> {
-    use objtier_sys::pages::LinuxPageMover;
-    let mut memory = vec![1u8; (pages + 1) * PAGE_SIZE];
-    let first = (memory.as_mut_ptr() as u64).next_multiple_of(PAGE_SIZE as u64);
-    let end = first + pages as u64 * PAGE_SIZE as u64;
-    let mut rng = Rng(0x0b7_1e4);
-    let (mut all, mut turn) = (Vec::new(), Vec::new());
-    let mut addr = first;
-    loop {
-        if rng.next().is_multiple_of(8) {
-            addr += PAGE_SIZE as u64;
-        }
-        let len = rng.pages() * PAGE_SIZE as u64;
-        if addr + len > end {
-            break;
-        }
-        let record: Vec<u64> = (addr..addr + len).step_by(PAGE_SIZE).collect();
-        if objtier_daemon::tiering::locate_in_turn(addr, 12, 0) {
-            turn.extend_from_slice(&record);
-        }
-        all.extend(record);
-        addr += len;
-    }
-    let daemons = LinuxPageMover::new();
-    let movers = if daemons.locates_with() == "move_pages" {
-        vec![daemons]
-    } else {
-        vec![LinuxPageMover::default(), daemons]
-    };
-    let mut out = Vec::new();
-    for mut mover in movers {
-        let mut time = |asked: &[u64]| {
-            let mut status = vec![0; asked.len()];
-            let mut best = f64::INFINITY;
-            for _ in 0..5 {
-                let t = cpu_ns();
-                mover.query(std::process::id(), asked, &mut status).ok()?;
-                best = best.min((cpu_ns() - t) as f64 / asked.len() as f64);
-            }
-            Some(best)
-        };
-        if let (Some(a), Some(t)) = (time(&all), time(&turn)) {
-            out.push((mover.locates_with(), a, t));
-        }
-    }
-    std::hint::black_box(&mut memory);
-    out
-}
-
-/// Changes to a store of `records` records as frees and allocations at random addresses make
-/// them, a `share` of the records each way, against a `BTreeMap` given the same changes: for
-/// each share, (share, changes, store: [events, walk unsettled, settle, walk settled] ms, map:
-/// [events, walk] ms). The records are a process's, one every 64 KiB; the new ones fall
-/// between them, as a reused hole's would.
-fn records_churn(records: u64, shares: &[u64]) -> Vec<serde_json::Value> {
-    use objtier_daemon::process::{Record, Records};
-    let record = Record::new(3 * 4096, 1, 0);
-    let timed = |f: &mut dyn FnMut()| {
-        let t = cpu_ns();
-        f();
-        ms(cpu_ns() - t)
-    };
-    let mut rows = Vec::new();
-    for &share in shares {
-        let mut rng = Rng(0x0b7_1e4 + share);
-        let changes = records / share;
-        let frees: Vec<u64> = (0..changes)
-            .map(|_| rng.next() % records * 0x10000)
-            .collect();
-        let allocs: Vec<u64> = (0..changes)
-            .map(|_| rng.next() % records * 0x10000 + 0x8000)
-            .collect();
-        let mut store = Records::new();
-        let mut map = std::collections::BTreeMap::new();
-        for i in 0..records {
-            store.insert(i * 0x10000, record.clone());
-            map.insert(i * 0x10000, record.clone());
-        }
-        let mut sum = 0u64;
-        let store_events = timed(&mut || {
-            for &start in &frees {
-                store.remove(start);
-            }
-            for &start in &allocs {
-                store.insert(start, record.clone());
-            }
-        });
-        let mut walk = |store: &Records| {
-            timed(&mut || {
-                for (start, r) in store.iter() {
-                    sum = sum.wrapping_add(start ^ r.len);
-                }
-            })
-        };
-        let unsettled = walk(&store);
-        let settle = timed(&mut || store.settle());
-        let settled = walk(&store);
-        let map_events = timed(&mut || {
-            for start in &frees {
-                map.remove(start);
-            }
-            for &start in &allocs {
-                map.insert(start, record.clone());
-            }
-        });
-        let map_walk = timed(&mut || {
-            for (start, r) in &map {
-                sum = sum.wrapping_add(start ^ r.len);
-            }
-        });
-        std::hint::black_box(sum);
-        rows.push(serde_json::json!({
-            "records": records,
-            "share": share,
-            "changes_each_way": changes,
-            "store_events_ms": store_events,
-            "store_walk_unsettled_ms": unsettled,
-            "store_settle_ms": settle,
-            "store_walk_settled_ms": settled,
-            "btree_events_ms": map_events,
-            "btree_walk_ms": map_walk,
-        }));
-    }
-    rows
 }
 
 fn main() -> Result<()> {
@@ -761,163 +636,3 @@ fn main() -> Result<()> {
 /// Windows of the event-cost measurement by default: objects freed soon (a thread's scratch
 /// buffers) and after a batch of 100,000 (a pipeline's).
 const EVENT_WINDOWS: [u64; 2] = [1_000, 100_000];
-
-/// Measures and prints the daemon's cost per drained event (`events.rs`) for each window.
-fn print_event_costs(windows: &[u64], events: u64, json: bool) -> Result<()> {
-    let mut costs = Vec::new();
-    for &window in windows {
-        costs.push(events::drain_cost(window, events)?);
-    }
-    if json {
-        for c in &costs {
-            println!(
-                "{}",
-                serde_json::json!({
-                    "event_window": c.window,
-                    "events": c.events,
-                    "ns_per_event": c.ns_per_event,
-                    "commit_ns_per_event": c.commit_ns_per_event,
-                    "ephemeral_objects": c.ephemeral,
-                })
-            );
-        }
-        return Ok(());
-    }
-    println!();
-    println!(
-        "Draining a program's events, CPU ns per event (objects freed after `window` younger \
-         ones; drained every 8,192 events, committed every 2^20, the caches cleared between \
-         drains):"
-    );
-    println!();
-    println!("| window | events | drain, ns per event | commits, ns per event | freed before committed |");
-    println!("|---|---|---|---|---|");
-    for c in &costs {
-        println!(
-            "| {} | {} | {:.1} | {:.1} | {} |",
-            c.window, c.events, c.ns_per_event, c.commit_ns_per_event, c.ephemeral
-        );
-    }
-    Ok(())
-}
-
-fn print_churn(rows: &[serde_json::Value]) {
-    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(f64::NAN);
-    println!();
-    println!(
-        "Records coming and going, CPU ms: a share of the records freed and as many allocated \
-         at random addresses, the record store's walk before and after it settles, and a \
-         BTreeMap given the same changes:"
-    );
-    println!();
-    println!(
-        "| records | changes each way | store: events | walk | settle | walk settled | BTreeMap: events | walk |"
-    );
-    println!("|---|---|---|---|---|---|---|---|");
-    for r in rows {
-        println!(
-            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
-            r["records"],
-            r["changes_each_way"],
-            f(r, "store_events_ms"),
-            f(r, "store_walk_unsettled_ms"),
-            f(r, "store_settle_ms"),
-            f(r, "store_walk_settled_ms"),
-            f(r, "btree_events_ms"),
-            f(r, "btree_walk_ms"),
-        );
-    }
-}
-
-fn print_tables(rows: &[serde_json::Value], kernel: Vec<(&str, f64, f64)>) {
-    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(f64::NAN);
-    println!("Time per interval, CPU ms on one core (medians):");
-    println!();
-    println!(
-        "| records | pages | interval | in the fake mover | daemon's own | own, freed memory kept | prioritize | assign_tiers | first interval (pages moved) |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for r in rows {
-        println!(
-            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} ({}) |",
-            r["records"],
-            r["pages"],
-            f(r, "interval_ms"),
-            f(r, "interval_mover_ms"),
-            f(r, "interval_own_ms"),
-            f(r, "kept_interval_own_ms"),
-            f(r, "prioritize_ms"),
-            f(r, "assign_tiers_ms"),
-            f(r, "first_interval_ms"),
-            r["first_interval_moved_pages"],
-        );
-    }
-    println!();
-    println!("Memory, heap bytes per record (requested from the allocator):");
-    println!();
-    println!(
-        "| records | records map | objects map | daemon state | kept between intervals | interval's peak extra | peak RSS MiB (with the fake's page map) |"
-    );
-    println!("|---|---|---|---|---|---|---|");
-    for r in rows {
-        println!(
-            "| {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} |",
-            r["records"],
-            f(r, "records_map_bytes_per_record"),
-            f(r, "objects_map_bytes_per_record"),
-            f(r, "state_bytes_per_record"),
-            f(r, "kept_between_intervals_bytes_per_record"),
-            f(r, "interval_peak_extra_bytes_per_record"),
-            f(r, "peak_rss_mib"),
-        );
-    }
-    println!();
-    if kernel.is_empty() {
-        println!("Locating pages could not be timed here.");
-        return;
-    }
-    let costs: Vec<String> = kernel
-        .iter()
-        .map(|(how, all, turn)| {
-            format!("{how} {all:.0} ns (a twelfth of the records: {turn:.0} ns)")
-        })
-        .collect();
-    println!(
-        "Locating a page costs the kernel (CPU, best of 5, on our own memory laid out as the \
-         records, all of them or a twelfth as at 10^6 records): {}. The daemon here locates with \
-         {}. Pages each interval asked it to locate, and what that adds (steady intervals at the \
-         twelfth's cost, the first at the whole's):",
-        costs.join("; "),
-        kernel.last().unwrap().0
-    );
-    println!();
-    let header: Vec<String> = kernel
-        .iter()
-        .map(|(how, _, _)| format!("kernel ms per interval with {how} (first)"))
-        .collect();
-    println!(
-        "| records | pages | located per interval (first) | {} |",
-        header.join(" | ")
-    );
-    println!("|---|---|---|{}", "---|".repeat(kernel.len()));
-    for r in rows {
-        let ms: Vec<String> = kernel
-            .iter()
-            .map(|(_, all, turn)| {
-                format!(
-                    "{:.0} ({:.0})",
-                    f(r, "interval_located_pages") * turn / 1e6,
-                    f(r, "first_interval_located_pages") * all / 1e6
-                )
-            })
-            .collect();
-        println!(
-            "| {} | {} | {:.0} ({}) | {} |",
-            r["records"],
-            r["pages"],
-            f(r, "interval_located_pages"),
-            r["first_interval_located_pages"],
-            ms.join(" | ")
-        );
-    }
-}

@@ -40,7 +40,7 @@ impl std::str::FromStr for SourceChoice {
 /// DAMON snapshots per interval: a fifth of DAMON's samples at its 100 ms aggregation and 2 s
 /// intervals (one snapshot saw a twentieth, and programs that sweep their arrays once a second
 /// looked idle in most intervals). Measured in the tiered VM: the source's CPU (the daemon's
-/// and kdamond's) 8.8-9.3 % of a CPU against 6.8-7.5 % with one (docs/evaluation.md).
+/// and kdamond's) 8.8-9.3 % of a CPU against 6.8-7.5 % with one (bench/eval/results/LOG.md, "Four DAMON snapshots an interval").
 pub const DEFAULT_DAMON_SNAPSHOTS: u32 = 4;
 
 /// The share of a program's time the `proc` source may cost it by clearing its reference bits
@@ -62,7 +62,7 @@ pub struct DaemonConfig {
     pub fill: f64,
     /// Objects larger than this are tracked as several records (`--split`). None, the default:
     /// [`objtier_policy::auto_split_bytes`] of the tiers (64 MiB beside fast tiers of 2 GiB or
-    /// more), see [`crate::Daemon::split_bytes`].
+    /// more), see [`crate::daemon::Daemon::split_bytes`].
     pub split_bytes: Option<u64>,
     pub prioritization: Prioritization,
     /// When to enforce a new assignment; any one firing is enough (time:1, every interval).
@@ -126,6 +126,9 @@ pub struct DaemonConfig {
     pub exit_with_pid: Option<u32>,
     /// Root of sysfs (tests point it at captured trees).
     pub sys_root: PathBuf,
+    /// Root of procfs, where the daemon reads the attached processes' maps, executables and
+    /// threads (tests point it at captured trees, as `sys_root`).
+    pub proc_root: PathBuf,
     /// Where the daemon records that it owns the kdamond (DAMON is system-wide, so this is too).
     pub damon_owner_file: PathBuf,
 }
@@ -167,9 +170,24 @@ impl DaemonConfig {
             idle_first_wait: Duration::from_secs(30),
             exit_with_pid: None,
             sys_root: PathBuf::from("/sys"),
+            proc_root: PathBuf::from("/proc"),
             damon_owner_file: PathBuf::from("/run/objtier/damon-owner"),
         }
     }
+}
+
+/// The built-in policy the config names (`--prioritization`, `--trigger`, `--alpha`,
+/// `--fast-reserve`, `--whole-records`).
+pub fn builtin_policy(config: &DaemonConfig) -> objtier_policy::Policy {
+    objtier_policy::Policy::builtin(
+        config.alpha,
+        config.prioritization,
+        &config.triggers,
+        objtier_policy::FillFastestFirst {
+            fast_reserve_bytes: config.fast_reserve_bytes,
+            record_parts: config.record_parts,
+        },
+    )
 }
 
 /// The socket a daemon listens on by default: `/run/objtier/objtier.sock` for root, else

@@ -16,7 +16,7 @@
 //! multiplication by a per-table random odd number: the keys come from the program, which must
 //! not be able to choose addresses that collide.
 
-use crate::process::Object;
+use crate::record::Object;
 
 /// A slot: `start` 0 is empty (no object starts at address 0). Aligned to its size, so that no
 /// slot straddles two cache lines (a vector's memory is only 16-byte aligned otherwise).

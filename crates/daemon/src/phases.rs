@@ -11,7 +11,7 @@
 //! the program announces is acted on at once. The moves are the placement's own: `--no-migrate`
 //! keeps the online policy from moving pages, not the arenas the placement says move.
 
-use crate::Daemon;
+use crate::daemon::Daemon;
 use objtier_policy::advise::phases::classify;
 use objtier_wire::PAGE_SIZE;
 
@@ -54,7 +54,7 @@ impl Daemon {
             return (Some(mark) != g.phase).then_some(mark);
         }
         let mut accesses = vec![0.0; g.placement.sites.len()];
-        for (_, record) in p.records.iter() {
+        for (_, record) in p.records().iter() {
             if let Some(&index) = g.placed.get(&record.site) {
                 accesses[index] += record.interval_accesses as f64;
             }
@@ -115,16 +115,15 @@ impl Daemon {
             "phase change: moving the arenas whose tier changes"
         );
         for (&site, &tier) in &moving {
-            p.ring.control().set_site_placement(site, Some(tier), 0);
-            p.placements
-                .insert(site, (tier, crate::process::PlacedBy::Guided));
+            // (Moving an arena's site, already in the table, always finds its entry.)
+            p.placements.set_guided(p.ring.control(), site, tier, 0);
         }
         if moving.is_empty() || p.exited() {
             return;
         }
         let pid = p.pid;
         let mut by_tier: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
-        for (start, record) in p.records.iter_mut() {
+        for (start, record) in p.records_mut().iter_mut() {
             if let Some(&tier) = moving.get(&record.site) {
                 by_tier
                     .entry(tier)
@@ -174,10 +173,10 @@ mod tests {
         let sys = tempfile::tempdir().unwrap();
         let mut config = crate::config::DaemonConfig::new(sys.path().join("sock"));
         config.sys_root = sys.path().to_owned();
-        let policy = crate::builtin_policy(&config);
+        let policy = crate::config::builtin_policy(&config);
         let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
         let topology = objtier_sys::topology::Topology::two_tiers(64 << 20, 64 << 20, 1 << 30);
-        let mut d = crate::Daemon::new(
+        let mut d = crate::daemon::Daemon::new(
             config,
             topology,
             crate::source::AccessSource::none("test"),
@@ -243,9 +242,9 @@ mod tests {
             fake.lock().unwrap().place(pid, start, 0x4000, node);
         }
         p.drain();
-        let hot_b = |d: &mut crate::Daemon| {
+        let hot_b = |d: &mut crate::daemon::Daemon| {
             let p = d.processes.get_mut(&1).unwrap();
-            for (_, r) in p.records.iter_mut() {
+            for (_, r) in p.records_mut().iter_mut() {
                 r.interval_accesses = if r.site == b { 10.0 } else { 0.0 };
             }
         };

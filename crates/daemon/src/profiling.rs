@@ -2,10 +2,11 @@
 //! session, and the points where a profiled process joins its session, closes an interval's
 //! row and leaves its recording (see [`crate::sessions`] for the design).
 
+use crate::clock::monotonic_ns;
+use crate::daemon::Daemon;
 use crate::process::Process;
 use crate::recorder::SiteKey;
 use crate::sessions::{Finish, ProcessRecording, ProfileContext};
-use crate::{monotonic_ns, Daemon};
 use objtier_profile::profile::TierInfo;
 use objtier_profile::{file_name, parse_frame, Module, Source};
 use serde_json::{json, Value};
@@ -137,6 +138,7 @@ impl Daemon {
         let source = self.profile_source();
         let description = self.source.describe();
         let interval_s = self.config.interval.as_secs_f64();
+        let proc_root = self.config.proc_root.clone();
         let p = self
             .processes
             .values_mut()
@@ -149,7 +151,7 @@ impl Daemon {
             return Err(format!("pid {pid} is another user's process"));
         }
         let now = monotonic_ns();
-        let exe = std::fs::read_link(format!("/proc/{}/exe", p.pid))
+        let exe = std::fs::read_link(proc_root.join(p.pid.to_string()).join("exe"))
             .map(|e| e.display().to_string())
             .unwrap_or_default();
         let mut profile =
@@ -178,8 +180,9 @@ impl Daemon {
             Some(recorder) => {
                 let live: Vec<(SiteKey, u64)> = p
                     .objects
+                    .objects()
                     .iter()
-                    .filter(|(start, _)| !p.blocks.contains_key(start))
+                    .filter(|(start, _)| !p.objects.blocks().contains_key(start))
                     .map(|(_, o)| (SiteKey::of_object(o.site), now.saturating_sub(o.created_ns)))
                     .collect();
                 let finished = recorder.clone().finish(frames_of, live.into_iter(), None);
@@ -251,10 +254,11 @@ impl Daemon {
     /// Process `id` attached with a profile token: it joins its session, or is told why not.
     pub(crate) fn join_profile(&mut self, id: u64) {
         let interval_ns = self.config.interval.as_nanos() as u64;
+        let proc_root = self.config.proc_root.clone();
         let Some(p) = self.processes.get_mut(&id) else {
             return;
         };
-        let exe = std::fs::read_link(format!("/proc/{}/exe", p.pid))
+        let exe = std::fs::read_link(proc_root.join(p.pid.to_string()).join("exe"))
             .map(|e| e.display().to_string())
             .unwrap_or_default();
         match self.sessions.join(
@@ -270,13 +274,13 @@ impl Daemon {
                 p.no_migrate |= observe_only;
                 // Every object's lifetime is the profile's: no sampling of short-lived sites,
                 // and the library reports every free instead of taking allocations back.
-                p.young_ns = None;
+                p.lifetimes.set_young_ns(None);
                 p.ring
                     .control()
                     .flags
                     .fetch_or(objtier_wire::control_flags::PROFILING, Ordering::Relaxed);
                 if p.last_maps.is_none() {
-                    p.last_maps = objtier_sys::maps::Maps::read(Path::new("/proc"), p.pid).ok();
+                    p.last_maps = objtier_sys::maps::Maps::read(&proc_root, p.pid).ok();
                 }
                 tracing::info!(pid = p.pid, exe, "process joined its profile session");
             }
@@ -294,6 +298,7 @@ impl Daemon {
     /// A profiled process leaves its recording with its session (it detached, or its
     /// session was finished by force).
     pub(crate) fn leave_profile(&mut self, p: &mut Process) {
+        let proc_root = self.config.proc_root.clone();
         let Some(recorder) = p.recorder.take() else {
             return;
         };
@@ -307,10 +312,11 @@ impl Daemon {
         let now = monotonic_ns();
         let live: Vec<(SiteKey, u64)> = p
             .objects
+            .objects()
             .iter()
-            .filter(|(start, _)| !p.blocks.contains_key(start))
+            .filter(|(start, _)| !p.objects.blocks().contains_key(start))
             .map(|(_, o)| o)
-            .chain(p.pending.values())
+            .chain(p.objects.pending().values())
             .map(|o| (SiteKey::of_object(o.site), now.saturating_sub(o.created_ns)))
             .collect();
         let sites = &p.sites;
@@ -325,8 +331,8 @@ impl Daemon {
             live.into_iter(),
             last,
         );
-        let modules = modules_of(&finished, p.pid);
-        let exe = std::fs::read_link(format!("/proc/{}/exe", p.pid))
+        let modules = modules_of(&proc_root, &finished, p.pid);
+        let exe = std::fs::read_link(proc_root.join(p.pid.to_string()).join("exe"))
             .map(|e| e.display().to_string())
             .ok()
             .or_else(|| p.warm.as_ref().map(|w| w.program.exe.clone()))
@@ -356,7 +362,7 @@ impl Daemon {
         let tiers = self.topology.tiers.len();
         for p in self.processes.values_mut() {
             if let Some(&i) = index.get(&p.profile_token) {
-                let small = p.small_object_resident_bytes(tiers);
+                let small = p.objects.small_object_resident_bytes(tiers);
                 let where_ = resident_by_site(p, tiers);
                 if let Some(r) = p.recorder.as_mut() {
                     r.small_objects_resident(small);
@@ -378,18 +384,20 @@ fn snapshot_sites(
     use objtier_profile::{Site, SiteKind};
     let where_ = resident_by_site(p, tiers);
     let mut by_site: std::collections::HashMap<SiteKey, (u64, u64, f64)> = Default::default();
-    for (start, o) in p.objects.iter() {
-        if p.blocks.contains_key(start) {
+    for (start, o) in p.objects.objects().iter() {
+        if p.objects.blocks().contains_key(start) {
             continue;
         }
         let e = by_site.entry(SiteKey::of_object(o.site)).or_default();
         e.0 += 1;
         e.1 += o.len;
     }
-    by_site.entry(SiteKey::SmallObjects).or_default().1 = p.small_object_resident_bytes(tiers);
-    for (start, r) in p.records.iter() {
+    by_site.entry(SiteKey::SmallObjects).or_default().1 =
+        p.objects.small_object_resident_bytes(tiers);
+    for (start, r) in p.records().iter() {
         let in_block = r.site == 0
-            && p.blocks
+            && p.objects
+                .blocks()
                 .range(..=start)
                 .next_back()
                 .is_some_and(|(&s, &l)| start < s + l);
@@ -434,12 +442,13 @@ fn snapshot_sites(
 /// located, or moved since, left out).
 fn resident_by_site(p: &Process, tiers: usize) -> std::collections::HashMap<SiteKey, Vec<u64>> {
     let mut out: std::collections::HashMap<SiteKey, Vec<u64>> = Default::default();
-    for (start, record) in p.records.iter() {
+    for (start, record) in p.records().iter() {
         if !record.resident.known() {
             continue;
         }
         let in_block = record.site == 0
-            && p.blocks
+            && p.objects
+                .blocks()
                 .range(..=start)
                 .next_back()
                 .is_some_and(|(&s, &l)| start < s + l);
@@ -458,7 +467,7 @@ fn resident_by_site(p: &Process, tiers: usize) -> std::collections::HashMap<Site
 
 /// The modules a recording's frames name, each with its build-id (read from the file, through
 /// the process's root while it still has one).
-fn modules_of(finished: &crate::recorder::Finished, pid: u32) -> Vec<Module> {
+fn modules_of(proc_root: &Path, finished: &crate::recorder::Finished, pid: u32) -> Vec<Module> {
     let mut paths: Vec<&str> = finished
         .sites
         .iter()
@@ -470,7 +479,7 @@ fn modules_of(finished: &crate::recorder::Finished, pid: u32) -> Vec<Module> {
     paths
         .into_iter()
         .map(|path| {
-            let through_root = format!("/proc/{pid}/root{path}");
+            let through_root = format!("{}/{pid}/root{path}", proc_root.display());
             let build_id = objtier_sys::elf::build_id(Path::new(&through_root))
                 .or_else(|_| objtier_sys::elf::build_id(Path::new(path)))
                 .ok()
@@ -500,9 +509,9 @@ mod tests {
         let sys = tempfile::tempdir().unwrap();
         let mut config = crate::config::DaemonConfig::new(sys.path().join("sock"));
         config.sys_root = sys.path().to_owned();
-        let policy = crate::builtin_policy(&config);
+        let policy = crate::config::builtin_policy(&config);
         let topology = objtier_sys::topology::Topology::two_tiers(64 << 20, 64 << 20, 1 << 30);
-        let mut d = crate::Daemon::new(
+        let mut d = crate::daemon::Daemon::new(
             config,
             topology,
             crate::source::AccessSource::none("test"),
@@ -521,7 +530,7 @@ mod tests {
         d.processes.insert(p.id, p);
         d.join_profile(1);
         let p = d.processes.get_mut(&1).unwrap();
-        assert!(p.recorder.is_some() && p.young_ns.is_none());
+        assert!(p.recorder.is_some() && p.lifetimes.young_ns().is_none());
         assert!(p.ring.control().has_flag(control_flags::PROFILING));
         // Two objects of site 9 (push's), its frames, then one freed.
         push(p, EventKind::Alloc, 0x10_0000, 0x4000, 0);
@@ -570,9 +579,9 @@ mod tests {
         let sys = tempfile::tempdir().unwrap();
         let mut config = crate::config::DaemonConfig::new(sys.path().join("sock"));
         config.sys_root = sys.path().to_owned();
-        let policy = crate::builtin_policy(&config);
+        let policy = crate::config::builtin_policy(&config);
         let topology = objtier_sys::topology::Topology::two_tiers(64 << 20, 64 << 20, 1 << 30);
-        let mut d = crate::Daemon::new(
+        let mut d = crate::daemon::Daemon::new(
             config,
             topology,
             crate::source::AccessSource::none("test"),

@@ -22,7 +22,7 @@
 //! Walks are correct whatever was staged or removed; they are fastest when the store is
 //! settled, which it mostly is.
 
-use crate::process::{Record, ResidentPages};
+use crate::record::{Record, ResidentPages};
 use std::collections::{btree_map, BTreeMap};
 use std::ops::Range;
 

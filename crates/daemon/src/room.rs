@@ -20,7 +20,7 @@ const STEP_BYTES: usize = 16 << 20;
 const ATTACH_DEADLINE: Duration = Duration::from_millis(500);
 const INTERVAL_DEADLINE: Duration = Duration::from_millis(200);
 
-impl crate::Daemon {
+impl crate::daemon::Daemon {
     /// At attach: room in the fastest tier for what process `id`'s placement plans there.
     pub(crate) fn make_room_for_placement(&mut self, id: u64) {
         self.topology.refresh_free(&self.config.sys_root);

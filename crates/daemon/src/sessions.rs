@@ -391,7 +391,7 @@ fn random_token() -> u64 {
     if n != 8 {
         // No getrandom (a very old kernel): the clock and the pid, which only the user could
         // guess; tokens are checked against the session's uid anyway.
-        return crate::monotonic_ns() ^ (std::process::id() as u64) << 40;
+        return crate::clock::monotonic_ns() ^ (std::process::id() as u64) << 40;
     }
     u64::from_ne_bytes(bytes)
 }

@@ -1,6 +1,6 @@
 //! What `objtier status --json` prints: the daemon, its tiers, and each attached process.
 
-use crate::Daemon;
+use crate::daemon::Daemon;
 use serde_json::{json, Value};
 
 pub fn status_json(d: &Daemon) -> Value {
@@ -38,13 +38,13 @@ pub fn status_json(d: &Daemon) -> Value {
                 "uid": p.uid,
                 "priority": p.priority,
                 "fast_capacity_bytes": p.fast_capacity_bytes,
-                "objects": p.objects.len() - p.blocks.len(),
+                "objects": p.objects.objects().len() - p.objects.blocks().len(),
                 // Small-object memory (the allocator's arenas), tracked as blocks of no site.
-                "small_object_blocks": p.blocks.len(),
-                "small_object_block_bytes": p.blocks.values().sum::<u64>(),
-                "records": p.records.len(),
-                "pending_objects": p.pending.len(),
-                "tracked_bytes": p.tracked_bytes(),
+                "small_object_blocks": p.objects.blocks().len(),
+                "small_object_block_bytes": p.objects.blocks().values().sum::<u64>(),
+                "records": p.records().len(),
+                "pending_objects": p.objects.pending().len(),
+                "tracked_bytes": p.objects.tracked_bytes(),
                 // Resident bytes of the tracked objects on each tier, as located by move_pages at
                 // the last interval (and adjusted by that interval's migrations).
                 "bytes_per_tier": p.resident_bytes_by_tier,
@@ -56,7 +56,7 @@ pub fn status_json(d: &Daemon) -> Value {
                 // SHORT_LIVED_SAMPLE of their new objects (`objtier_policy::lifetimes`).
                 "short_lived_sites": short_lived_sites_json(p),
                 "hottest_records": hottest_records_json(p),
-                "advised_ranges": p.advice.len(),
+                "advised_ranges": p.objects.advice().len(),
                 // The program's store file, how many sites it remembered, and how many were
                 // placed at attach (the others when the library describes them).
                 "warm_start": p.warm.as_ref().map(|w| json!({
@@ -65,7 +65,7 @@ pub fn status_json(d: &Daemon) -> Value {
                     "remembered_sites": w.remembered.len(),
                     "placed_at_attach": w.predicted.len(),
                 })),
-                "resync": match &p.resync {
+                "resync": match p.resync.state() {
                     crate::process::Resync::Idle => json!("idle"),
                     crate::process::Resync::Requested { request, .. } => json!({"requested": request}),
                     crate::process::Resync::Receiving { request, lo, .. } => json!({"receiving": request, "from": lo}),
@@ -75,7 +75,7 @@ pub fn status_json(d: &Daemon) -> Value {
                 "profiled": p.recorder.is_some(),
                 "placement": placement_json(p, d.topology.tiers.len()),
                 "ring_backlog": header.backlog(),
-                "attached_seconds": (crate::monotonic_ns().saturating_sub(p.attached_ns)) as f64 / 1e9,
+                "attached_seconds": (crate::clock::monotonic_ns().saturating_sub(p.attached_ns)) as f64 / 1e9,
             })
         })
         .collect();
@@ -118,7 +118,7 @@ const STATUS_RECORDS: usize = 8;
 /// The records with the highest access estimate (EMA), hottest first: where the access source's
 /// observations landed.
 fn hottest_records_json(p: &crate::process::Process) -> Vec<Value> {
-    let mut records: Vec<(u64, &crate::process::Record)> = p.records.iter().collect();
+    let mut records: Vec<(u64, &crate::process::Record)> = p.records().iter().collect();
     records.sort_by(|a, b| b.1.ema_accesses.total_cmp(&a.1.ema_accesses));
     records
         .into_iter()
@@ -128,7 +128,7 @@ fn hottest_records_json(p: &crate::process::Process) -> Vec<Value> {
             json!({
                 "start": format!("{start:#x}"),
                 "len": r.len,
-                "object_start": format!("{:#x}", p.object_start_of(start)),
+                "object_start": format!("{:#x}", p.objects.object_start_of(start)),
                 "site": format!("{:#018x}", r.site),
                 "ema_accesses": r.ema_accesses,
                 "recent_accesses": r.recent_accesses,
@@ -143,7 +143,7 @@ const STATUS_SITES: usize = 32;
 /// The sites holding the most live tracked bytes, with their frames and placement.
 fn sites_json(p: &crate::process::Process) -> Vec<Value> {
     let mut by_site: std::collections::HashMap<u64, (u64, u64)> = Default::default();
-    for object in p.objects.values() {
+    for object in p.objects.objects().values() {
         let entry = by_site.entry(object.site).or_default();
         entry.0 += 1;
         entry.1 += object.len;
@@ -229,7 +229,7 @@ fn short_lived_sites_json(p: &crate::process::Process) -> Vec<Value> {
                 // One marked by warm start before the library described it: the remembered path.
                 "frames": p.sites.get(&site).and_then(|f| f.names.clone())
                     .or_else(|| p.warm.as_ref().and_then(|w| w.predicted.get(&site).cloned())),
-                "remembered": p.site_lives.get(&site).is_some_and(|l| l.remembered),
+                "remembered": p.lifetimes.get(site).is_some_and(|l| l.remembered),
             })
         })
         .collect()
@@ -255,7 +255,7 @@ mod tests {
         }
         p.drain();
         for (i, ema) in [(1u64, 5.0), (3, 9.0)] {
-            p.records
+            p.records_mut()
                 .get_mut(0x10_0000 + i * 0x10_0000)
                 .unwrap()
                 .ema_accesses = ema;

@@ -66,7 +66,7 @@ mod tests {
     /// of `tie`, and bytes that never vary.
     #[test]
     fn sorts_like_a_comparison_sort() {
-        let mut next = crate::tests::xorshift(0x9e37_79b9_7f4a_7c15);
+        let mut next = crate::test_support::xorshift(0x9e37_79b9_7f4a_7c15);
         for (n, rank_mask) in [(0, u64::MAX), (1, 0), (5000, u64::MAX), (5000, 0xff00_0f00)] {
             let keys: Vec<(u64, u64)> = (0..n)
                 .map(|i| {

@@ -1,25 +1,31 @@
-//! The four routines of a tiering policy, as traits (paper §3.4).
+//! The routines of a tiering policy, as traits (paper §3.4, and one for the moves).
 //!
 //! At every interval the daemon runs, in order:
 //!
 //! 1. [`Aggregate`]: fold the interval's sampled accesses of each record into its running
 //!    estimate (built-in: [`Ema`], equation 1 with alpha 0.1).
-//! 2. [`Prioritize`]: order the records, hottest first (built-ins: [`Prioritization`]'s FIFO,
-//!    LRU and APB).
-//! 3. [`Trigger`]: decide whether to enforce a new assignment now (built-ins: [`TimeTrigger`],
+//! 2. [`Trigger`]: decide whether to enforce a new assignment now (built-ins: [`TimeTrigger`],
 //!    [`AllocationTrigger`], [`PressureTrigger`], [`LlcMpiTrigger`]; several may be combined,
-//!    and any one firing is enough).
-//! 4. [`Enforce`]: turn the order into a tier per record (built-in: [`FillFastestFirst`], which
-//!    fills each tier, fastest first, up to its budget).
+//!    and any one firing is enough). [`Policy::decide`] adds the rules every policy keeps: wait
+//!    for a sampling source's first samples, re-plan when programs of different priority come
+//!    or go, and finish a migration left unfinished.
+//! 3. [`Prioritize`]: order the records, hottest first (built-ins: [`Prioritization`]'s FIFO,
+//!    LRU and APB).
+//! 4. [`Enforce`]: the tiers' budgets, and a tier per record (built-in: [`FillFastestFirst`],
+//!    which fills each tier, fastest first, up to its budget).
+//! 5. [`Migrate`]: how the assignment becomes page moves: the pages of a record's part, the
+//!    order of a step's batches, and the huge pages split first (built-in: [`RoomFirst`]).
 //!
-//! Every routine sees only plain data ([`Candidate`]s, [`TierBudget`]s, [`Signals`]) and returns
-//! plain data, so a policy is tested without a kernel and a custom one is a short file: see
-//! `examples/custom-policy` in the repository. The daemon owns everything else: sampling,
-//! locating pages, the migration itself (demotions before the promotions they make room for,
-//! batching, the rate limit), and proactive placement by site.
+//! Every routine sees only plain data ([`Candidate`]s, [`TierBudget`]s, [`Signals`], a
+//! [`MovePlan`]) and returns plain data, so a policy is tested without a kernel and a custom one
+//! is a short file: see `examples/custom-policy` in the repository. The daemon owns everything
+//! else: sampling, locating pages, executing the moves (with its step deadline and rate limit),
+//! and proactive placement by site.
 
+use crate::migration::{self, Batch, HugeSplits, MovePlan, PartPages, PartRequest};
 use crate::{
-    assign_tiers, prioritize, Assignment, Candidate, Prioritization, ProcessPolicy, TierBudget,
+    assign_tiers, prioritize, tier_budget, Assignment, Candidate, Prioritization, ProcessPolicy,
+    TierBudget,
 };
 use std::collections::VecDeque;
 
@@ -46,7 +52,7 @@ impl Aggregate for Ema {
     }
 }
 
-/// Routine 2: the order in which records compete for the fastest tiers.
+/// Routine 3: the order in which records compete for the fastest tiers.
 pub trait Prioritize: Send {
     fn name(&self) -> String;
     /// Indices into `candidates`, hottest first; every index exactly once.
@@ -86,7 +92,7 @@ pub struct Signals {
     pub instructions: Option<u64>,
 }
 
-/// Routine 3: when to enforce. Every configured trigger is asked at every interval (so one
+/// Routine 2: when to enforce. Every configured trigger is asked at every interval (so one
 /// that keeps history sees every interval); the daemon enforces when any answers `Some`.
 pub trait Trigger: Send {
     fn name(&self) -> String;
@@ -357,9 +363,36 @@ fn parse_share(text: &str) -> Option<f64> {
     (value > 0.0 && value < 1.0).then_some(value)
 }
 
-/// Routine 4: a tier per record.
+/// A tier as the budgets see it, fastest first.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TierRoom {
+    /// What objtier may fill of the tier (its memory, the fastest capped by `--fast-capacity`).
+    pub capacity_bytes: u64,
+    /// Its free memory, with its clean cold file cache when the daemon counts that as room.
+    pub room_bytes: u64,
+    /// Resident bytes of all the records on it now.
+    pub objtier_bytes: u64,
+}
+
+/// Routine 4: the tiers' budgets, and a tier per record.
 pub trait Enforce: Send {
     fn name(&self) -> String;
+    /// The bytes of records each tier may hold after this plan, fastest first; the slowest is
+    /// unbounded. `fill` is the share of a tier's capacity objtier fills (`--fill`). Built-in:
+    /// [`tier_budget`] for each tier but the slowest.
+    fn budgets(&self, tiers: &[TierRoom], fill: f64) -> Vec<TierBudget> {
+        tiers
+            .iter()
+            .enumerate()
+            .map(|(tier, t)| TierBudget {
+                budget_bytes: if tier + 1 == tiers.len() {
+                    u64::MAX
+                } else {
+                    tier_budget(t.capacity_bytes, t.room_bytes, t.objtier_bytes, fill)
+                },
+            })
+            .collect()
+    }
     /// The tier (0 = fastest) for each candidate, indexed like `candidates`, and any parts of
     /// records placed in a faster tier than the rest of them. `order` is the prioritization's;
     /// `budgets` are per tier, fastest first (the slowest is unbounded); `processes` are indexed
@@ -409,12 +442,84 @@ impl Enforce for FillFastestFirst {
     }
 }
 
-/// A complete policy: one routine of each kind (any number of triggers).
+/// Routine 5: how an assignment becomes page moves. Every method has the built-in rule
+/// ([`crate::migration`]) as its default, so a policy replaces only what it means to change.
+pub trait Migrate: Send {
+    fn name(&self) -> String;
+    /// The pages a record's part holds, and how far from that it may stray before pages move
+    /// (built-in: [`migration::part_pages`]).
+    fn part_pages(&self, request: PartRequest) -> PartPages {
+        migration::part_pages(request)
+    }
+    /// The step's moves in the order they are made, in batches of at most `batch_pages`;
+    /// `fast_room_pages` is the fastest tier's free memory beyond its fill reserve (built-in:
+    /// [`migration::order_batches`], room made just before each promotion).
+    fn order(&self, plan: MovePlan, fast_room_pages: i64, batch_pages: usize) -> Vec<Batch> {
+        migration::order_batches(plan, fast_room_pages, batch_pages)
+    }
+    /// The huge pages (of `huge_bytes`) to split before the step moves part of one (built-in:
+    /// [`migration::huge_page_splits`]).
+    fn huge_page_splits(&self, plan: &MovePlan, huge_bytes: u64) -> Vec<HugeSplits> {
+        migration::huge_page_splits(plan, huge_bytes)
+    }
+}
+
+/// The built-in [`Migrate`]: hottest promotions first, each after just the demotions that make
+/// its room in the fastest tier.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RoomFirst;
+
+impl Migrate for RoomFirst {
+    fn name(&self) -> String {
+        "room-first".into()
+    }
+}
+
+/// A complete policy: one routine of each kind (any number of triggers). A policy of its own
+/// changes the routines it means to and takes the rest from [`Policy::default`].
 pub struct Policy {
     pub aggregate: Box<dyn Aggregate>,
     pub prioritize: Box<dyn Prioritize>,
     pub triggers: Vec<Box<dyn Trigger>>,
     pub enforce: Box<dyn Enforce>,
+    pub migrate: Box<dyn Migrate>,
+}
+
+impl Default for Policy {
+    /// The daemon's defaults: EMA (alpha 0.1), APB, the time trigger every interval, fill
+    /// fastest first, room first.
+    fn default() -> Policy {
+        Policy::builtin(
+            crate::DEFAULT_ALPHA,
+            Prioritization::Apb,
+            &[TriggerSpec::Time(1)],
+            FillFastestFirst::default(),
+        )
+    }
+}
+
+/// What the daemon knows, besides the triggers' [`Signals`], when it decides whether to
+/// enforce (see [`Policy::decide`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Circumstances {
+    /// The access source samples accesses (DAMON, perf, proc); false for none.
+    pub source_samples: bool,
+    /// Sampled accesses attributed to records since the last enforcement.
+    pub attributed_since_enforcement: f64,
+    /// The distinct application priorities attached now, and at the last enforcement (sorted).
+    pub priorities: Vec<i32>,
+    pub priorities_at_enforcement: Vec<i32>,
+    /// The last step left pages unmoved (its time ran out, or the rate limit held them back).
+    pub migration_unfinished: bool,
+}
+
+/// Whether to enforce now ([`Policy::decide`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Decision {
+    /// Why it enforces; empty: it does not.
+    pub reasons: Vec<String>,
+    /// Triggers that fired but were held back: no access has been sampled yet.
+    pub waiting: Vec<String>,
 }
 
 impl Policy {
@@ -430,7 +535,36 @@ impl Policy {
             prioritize: Box::new(prioritization),
             triggers: triggers.iter().map(TriggerSpec::build).collect(),
             enforce: Box::new(enforce),
+            migrate: Box::new(RoomFirst),
         }
+    }
+
+    /// Asks the triggers ([`Policy::check_triggers`]) and applies the rules every policy keeps:
+    ///
+    /// - A trigger that fires before a sampling source has seen any access (DAMON's first
+    ///   interval, right after a program allocated its data) would plan blind, and use up what
+    ///   it counted: the allocation trigger's bytes would then never come again for a program
+    ///   that allocates once. It waits for the first samples instead.
+    /// - A change of the attached priorities re-plans when it involves programs of different
+    ///   priority (one arriving or leaving beside another). The first program attaching, or a
+    ///   lone program's priority, has nobody to compete with, and planning then, before any
+    ///   access was sampled, would take the allocation trigger's bytes for a blind plan.
+    /// - A migration left unfinished goes on.
+    pub fn decide(&mut self, signals: &Signals, now: &Circumstances) -> Decision {
+        let mut reasons = self.check_triggers(signals);
+        let mut waiting = Vec::new();
+        if !reasons.is_empty() && now.source_samples && now.attributed_since_enforcement <= 0.0 {
+            waiting = std::mem::take(&mut reasons);
+        }
+        if now.priorities != now.priorities_at_enforcement
+            && (now.priorities.len() > 1 || now.priorities_at_enforcement.len() > 1)
+        {
+            reasons.push("the attached application priorities changed".into());
+        }
+        if now.migration_unfinished {
+            reasons.push("the last migration was left unfinished".into());
+        }
+        Decision { reasons, waiting }
     }
 
     /// Asks every trigger (each sees every interval); the reasons of those that fired.

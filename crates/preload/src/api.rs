@@ -105,17 +105,7 @@ pub(crate) fn node_of(addr: *const c_void) -> Result<u32, Option<c_int>> {
     let mut status: c_int = 0;
     // SAFETY: a query-only move_pages (nodes = NULL) of one page of our own process; the page
     // and status arrays are locals that outlive the call.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_move_pages,
-            0,
-            1usize,
-            &page as *const *const c_void,
-            core::ptr::null::<c_int>(),
-            &mut status as *mut c_int,
-            0,
-        )
-    };
+    let rc = unsafe { crate::os::move_pages_query(page, &mut status) };
     match (rc, status) {
         (rc, _) if rc < 0 => Err(None),
         (_, status) if status == -libc::ENOENT => Err(Some(libc::ENOENT)),

@@ -74,7 +74,7 @@ fn owned_slow(ptr: *const libc::c_void) -> bool {
 }
 
 /// Keeps mimalloc's first arena off transparent huge pages, as the chunks' first 2 MiB and the
-/// side tables are (large.rs): under `transparent_hugepage=always` the first touch of each
+/// side tables are (`large/`): under `transparent_hugepage=always` the first touch of each
 /// 2 MiB of it makes 2 MiB resident, so a process with a few KiB of small objects (a shell, an
 /// MPI helper, `sleep`) held 2-4 MiB there, in the fast tier, where first touch puts it. Later
 /// arenas (a program with more than the first arena's 64 MiB of small objects, which fills its

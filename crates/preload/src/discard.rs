@@ -1,6 +1,6 @@
 //! Giving page ranges back to the kernel, many at a time.
 //!
-//! The dirty cache returns idle extents to the kernel with `MADV_DONTNEED` (`large.rs`). In a
+//! The dirty cache returns idle extents to the kernel with `MADV_DONTNEED` (`large/`). In a
 //! multi-threaded process every such call ends with a TLB shootdown: the kernel interrupts each
 //! other CPU that runs one of the process's threads and waits for it to flush. One call per
 //! extent was a JVM's largest single cost in the library (bench/alloc `java`: 71,500 calls in a
@@ -79,7 +79,7 @@ impl Batch {
         let done = unsafe { discard_batched(ranges) };
         for range in &ranges[done..] {
             // SAFETY: forwarded.
-            unsafe { libc::madvise(range.iov_base, range.iov_len, libc::MADV_DONTNEED) };
+            unsafe { crate::os::madvise(range.iov_base, range.iov_len, libc::MADV_DONTNEED) };
         }
         self.len = 0;
     }
@@ -97,16 +97,8 @@ unsafe fn discard_batched(ranges: &[libc::iovec]) -> usize {
         return 0;
     }
     // SAFETY: the ranges are valid iovecs of our own memory (the caller's contract).
-    let advised = unsafe {
-        libc::syscall(
-            libc::SYS_process_madvise,
-            PIDFD_SELF_PROCESS,
-            ranges.as_ptr(),
-            ranges.len(),
-            libc::MADV_DONTNEED,
-            0,
-        )
-    };
+    let advised =
+        unsafe { crate::os::process_madvise(PIDFD_SELF_PROCESS, ranges, libc::MADV_DONTNEED) };
     if advised < 0 {
         // EBADF (no PIDFD_SELF), EINVAL (no MADV_DONTNEED for process_madvise), ENOSYS,
         // EPERM: the same answer every time. A batch already advised in part cannot fail here.

@@ -107,14 +107,14 @@ pub fn init() {
     }
     // SAFETY: opening and mapping a file read-only; the descriptor is closed at once.
     let clock = unsafe {
-        let fd = libc::open(
+        let fd = crate::os::open(
             clock_path.as_ptr() as *const libc::c_char,
             libc::O_RDONLY | libc::O_CLOEXEC,
         );
         if fd < 0 {
             return;
         }
-        let mem = libc::mmap(
+        let mem = crate::os::mmap(
             core::ptr::null_mut(),
             channel::HEADER_BYTES,
             libc::PROT_READ,
@@ -122,7 +122,7 @@ pub fn init() {
             fd,
             0,
         );
-        libc::close(fd);
+        crate::os::close(fd);
         if mem == libc::MAP_FAILED {
             return;
         }
@@ -146,7 +146,7 @@ pub fn init() {
 /// first attach makes its own).
 pub fn ring() -> Option<&'static RingHeader> {
     // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() } as u32;
+    let pid = unsafe { crate::os::getpid() } as u32;
     if RING_PID.load(Ordering::Relaxed) == pid {
         let ring = RING.load(Ordering::Acquire);
         // SAFETY: rings are mapped once and never unmapped.
@@ -173,7 +173,7 @@ fn make_ring(pid: u32) -> Option<&'static RingHeader> {
     // what it made.
     unsafe {
         let name = file.as_ptr() as *const libc::c_char;
-        let fd = libc::open(
+        let fd = crate::os::open_mode(
             name,
             libc::O_CREAT | libc::O_TRUNC | libc::O_RDWR | libc::O_CLOEXEC,
             0o600,
@@ -181,8 +181,8 @@ fn make_ring(pid: u32) -> Option<&'static RingHeader> {
         if fd < 0 {
             return None;
         }
-        let mem = if libc::ftruncate(fd, bytes as libc::off_t) == 0 {
-            libc::mmap(
+        let mem = if crate::os::ftruncate(fd, bytes as libc::off_t) == 0 {
+            crate::os::mmap(
                 core::ptr::null_mut(),
                 bytes,
                 libc::PROT_READ | libc::PROT_WRITE,
@@ -193,9 +193,9 @@ fn make_ring(pid: u32) -> Option<&'static RingHeader> {
         } else {
             libc::MAP_FAILED
         };
-        libc::close(fd);
+        crate::os::close(fd);
         if mem == libc::MAP_FAILED {
-            libc::unlink(name);
+            crate::os::unlink(name);
             return None;
         }
         let header = mem as *mut RingFile;
@@ -214,8 +214,8 @@ fn make_ring(pid: u32) -> Option<&'static RingHeader> {
             return Some(ring);
         }
         // No plugin here: this process runs natively.
-        libc::munmap(mem, bytes);
-        libc::unlink(name);
+        crate::os::munmap(mem, bytes);
+        crate::os::unlink(name);
         None
     }
 }
@@ -224,28 +224,28 @@ fn make_ring(pid: u32) -> Option<&'static RingHeader> {
 fn note_native() {
     let mut file = [0u8; options::PLACEMENT_PATH_MAX];
     // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() } as u32;
+    let pid = unsafe { crate::os::getpid() } as u32;
     if path(&mut file, channel::NATIVE_PREFIX.as_bytes(), Some(pid)).is_none() {
         return;
     }
     let mut exe = [0u8; 1024];
     // SAFETY: readlink writes at most the buffer's length; open/write/close on our own file.
     unsafe {
-        let n = libc::readlink(
+        let n = crate::os::readlink(
             c"/proc/self/exe".as_ptr(),
             exe.as_mut_ptr() as *mut libc::c_char,
             exe.len(),
         );
-        let fd = libc::open(
+        let fd = crate::os::open_mode(
             file.as_ptr() as *const libc::c_char,
             libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY | libc::O_CLOEXEC,
             0o600,
         );
         if fd >= 0 {
             if n > 0 {
-                libc::write(fd, exe.as_ptr() as *const libc::c_void, n as usize);
+                crate::os::write(fd, exe.as_ptr() as *const libc::c_void, n as usize);
             }
-            libc::close(fd);
+            crate::os::close(fd);
         }
     }
     crate::log!(

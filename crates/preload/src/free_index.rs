@@ -2,12 +2,10 @@
 //! among extents of that size, the one at the lowest (chunk, first page), found, added and
 //! removed in a few word operations.
 //!
-//! That order matters for memory: segregated bins that reused the newest extent of a size class
-//! instead (TLSF-like, reverted in 089caef) raised bench/alloc python's peak RSS from 150 to
-//! 186 MiB, and best fit within bounded scans of the classes still gave 164-172 MiB. An ordered
-//! set of (placement, pages, chunk, start) gives the order, but in bench/alloc fragmentation its
-//! inserts and removals were more than half of the program's instructions. This index gives the
-//! ordered set's answers exactly, for less:
+//! That order keeps a program's peak memory down, where reusing the newest extent of a size
+//! class did not; an ordered set gives it too, at a cost a churning program notices
+//! (docs/design/free-extent-order.md). This index gives the ordered set's answers exactly, for
+//! less:
 //!
 //! - **Extents of up to 64 pages** (most of them, in a heap of objects from 4 KiB up) are
 //!   binned by exact size, so the first non-empty bin at or above a request is the best fit.
@@ -109,7 +107,7 @@ pub fn bitmap_words(pages: usize) -> usize {
 /// is mapped to the kernel's shared zero page, so the write that follows faults again and the
 /// kernel copies the page and flushes the old mapping from every CPU the process has run on: a
 /// TLB shootdown interrupt to each. bench/alloc `cleaner` took 1,100-1,500 such faults a run
-/// and as many shootdowns (docs/performance.md, 2026-12-01). A page first written is faulted in
+/// and as many shootdowns (the performance log, bench/alloc/results/LOG.md, 2026-12-01). A page first written is faulted in
 /// once, writable.
 ///
 /// # Safety

@@ -16,7 +16,7 @@ const CONTENDED: u32 = 2;
 /// guards, which its holder touches anyway, and never with a neighbour's. Without it the large
 /// allocator's shards, one after another in a static array, put each shard's lock on the line
 /// where the next shard's state began, and `cleaner` (bench/alloc) ran 2.8 % slower, `xthreads`
-/// 1.5 % (docs/performance.md, 2026-11-29).
+/// 1.5 % (the performance log, bench/alloc/results/LOG.md, 2026-11-29).
 #[repr(C, align(128))]
 pub struct FutexMutex<T> {
     state: AtomicU32,
@@ -139,15 +139,7 @@ impl<T> FutexMutex<T> {
             stats::add(&stats::SLEPT, 1);
             // SAFETY: futex(FUTEX_WAIT_PRIVATE) on our own atomic; spurious wake-ups are handled
             // by the loop.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    self.state.as_ptr(),
-                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                    CONTENDED,
-                    core::ptr::null::<libc::timespec>(),
-                );
-            }
+            unsafe { crate::os::futex_wait(self.state.as_ptr(), CONTENDED) };
         }
     }
 
@@ -159,14 +151,7 @@ impl<T> FutexMutex<T> {
         );
         if self.state.swap(UNLOCKED, Ordering::Release) == CONTENDED {
             // SAFETY: wakes one waiter on our own atomic.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    self.state.as_ptr(),
-                    libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                    1,
-                );
-            }
+            unsafe { crate::os::futex_wake(self.state.as_ptr(), 1) };
         }
     }
 

@@ -100,13 +100,8 @@ pub fn now_ns() -> u64 {
     if let Some(emulated) = crate::emulate::now() {
         return emulated;
     }
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into our timespec; CLOCK_MONOTONIC_COARSE exists since 2.6.32.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    // SAFETY: CLOCK_MONOTONIC_COARSE exists since 2.6.32.
+    unsafe { crate::os::clock_ns(libc::CLOCK_MONOTONIC_COARSE) }
 }
 
 #[inline]
@@ -192,7 +187,7 @@ fn doorbell() {
         // SAFETY: sends the one (NUL) byte of a static C string; the socket number cannot be
         // closed and reused before the counter drops (`close_socket`).
         unsafe {
-            libc::send(
+            crate::os::send(
                 fd,
                 c"".as_ptr() as *const libc::c_void,
                 1,
@@ -212,7 +207,7 @@ pub fn quiesce() {
             return;
         }
         // SAFETY: sched_yield has no preconditions (and is made before the filter is in).
-        unsafe { libc::sched_yield() };
+        unsafe { crate::os::sched_yield() };
     }
 }
 
@@ -221,7 +216,7 @@ fn socket_inode(fd: i32) -> u64 {
     // SAFETY: fstat writes into our stat buffer; a closed fd is an error, not undefined.
     unsafe {
         let mut st: libc::stat = core::mem::zeroed();
-        if libc::fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        if crate::os::fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
             return 0;
         }
         st.st_ino as u64
@@ -243,11 +238,11 @@ fn close_socket(fd: i32) {
     for _ in 0..1000 {
         if DOORBELLS_IN_FLIGHT.load(Ordering::SeqCst) == 0 {
             // SAFETY: closing our own socket, which nothing uses any more.
-            unsafe { libc::close(fd) };
+            unsafe { crate::os::close(fd) };
             return;
         }
         // SAFETY: sched_yield has no preconditions.
-        unsafe { libc::sched_yield() };
+        unsafe { crate::os::sched_yield() };
     }
 }
 
@@ -437,7 +432,7 @@ fn daemon_gone() -> bool {
         revents: 0,
     };
     // SAFETY: polls one fd we own, without waiting.
-    let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+    let n = unsafe { crate::os::poll(&mut pfd, 1, 0) };
     if n <= 0 {
         return false;
     }
@@ -448,7 +443,7 @@ fn daemon_gone() -> bool {
     let mut buf = [0u8; 64];
     // SAFETY: reads into a stack buffer of the given length.
     let got = unsafe {
-        libc::recv(
+        crate::os::recv(
             fd,
             buf.as_mut_ptr() as *mut libc::c_void,
             buf.len(),
@@ -481,28 +476,27 @@ fn attach() -> Result<(), &'static str> {
     let bytes = shared_bytes(capacity);
     // SAFETY: plain syscalls on fds we own; every failure path closes what it opened.
     unsafe {
-        let memfd = libc::memfd_create(
+        let memfd = crate::os::memfd_create(
             c"objtier-ring".as_ptr(),
             libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
         );
         if memfd < 0 {
-            libc::close(fd);
+            crate::os::close(fd);
             return Err("memfd_create failed");
         }
         // Sealed at its size: the daemon refuses rings that could shrink under its mapping
         // (a shrunk memfd would turn the daemon's next read into SIGBUS).
-        if libc::ftruncate(memfd, bytes as libc::off_t) != 0
-            || libc::fcntl(
+        if crate::os::ftruncate(memfd, bytes as libc::off_t) != 0
+            || crate::os::add_seals(
                 memfd,
-                libc::F_ADD_SEALS,
                 libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
             ) != 0
         {
-            libc::close(memfd);
-            libc::close(fd);
+            crate::os::close(memfd);
+            crate::os::close(fd);
             return Err("cannot size and seal the ring memfd");
         }
-        let mem = libc::mmap(
+        let mem = crate::os::mmap(
             core::ptr::null_mut(),
             bytes,
             libc::PROT_READ | libc::PROT_WRITE,
@@ -511,16 +505,16 @@ fn attach() -> Result<(), &'static str> {
             0,
         );
         if mem == libc::MAP_FAILED {
-            libc::close(memfd);
-            libc::close(fd);
+            crate::os::close(memfd);
+            crate::os::close(fd);
             return Err("mmap of the ring failed");
         }
-        let pid = libc::getpid() as u32;
+        let pid = crate::os::getpid() as u32;
         let ring = RingHeader::init(mem as *mut u8, capacity, pid);
         // The placement file, opened here with the program's own rights: the daemon reads
         // what the program may read, and nothing else.
         let placement = if opts.has_placement() {
-            libc::open(
+            crate::os::open(
                 opts.placement_path.as_ptr() as *const libc::c_char,
                 libc::O_RDONLY | libc::O_CLOEXEC,
             )
@@ -555,13 +549,13 @@ fn attach() -> Result<(), &'static str> {
             hello.as_bytes(),
             &fds[..if placement >= 0 { 2 } else { 1 }],
         );
-        libc::close(memfd);
+        crate::os::close(memfd);
         if placement >= 0 {
-            libc::close(placement);
+            crate::os::close(placement);
         }
         if !sent {
-            libc::munmap(mem, bytes);
-            libc::close(fd);
+            crate::os::munmap(mem, bytes);
+            crate::os::close(fd);
             return Err("could not send the hello to the daemon");
         }
         if placement >= 0 {
@@ -628,7 +622,7 @@ fn await_placement(control: &Control) {
             tv_nsec: 1_000_000,
         };
         // SAFETY: nanosleep with a valid timespec and no remainder.
-        unsafe { libc::nanosleep(&pause, core::ptr::null_mut()) };
+        unsafe { crate::os::nanosleep(&pause) };
     }
 }
 
@@ -639,11 +633,11 @@ const HIGH_FD: i32 = 1000;
 fn move_fd_high(fd: i32) -> i32 {
     // SAFETY: duplicating and closing a descriptor we own.
     unsafe {
-        let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD);
+        let high = crate::os::dup_cloexec_from(fd, HIGH_FD);
         if high < 0 {
             return fd;
         }
-        libc::close(fd);
+        crate::os::close(fd);
         high
     }
 }
@@ -655,7 +649,7 @@ fn connect_any(opts: &options::Options) -> Result<i32, &'static str> {
         return connect_path(&opts.socket_path);
     }
     // SAFETY: geteuid has no failure mode.
-    let uid = unsafe { libc::geteuid() };
+    let uid = unsafe { crate::os::geteuid() };
     if uid != 0 {
         let len = if opts.runtime_dir[0] != 0 {
             join(
@@ -720,7 +714,7 @@ fn join(out: &mut [u8; options::SOCKET_PATH_MAX], parts: &[&[u8]]) -> Option<usi
 fn connect_path(path: &[u8; options::SOCKET_PATH_MAX]) -> Result<i32, &'static str> {
     // SAFETY: socket/connect on a sockaddr_un we fill within bounds; the fd is closed on error.
     unsafe {
-        let fd = libc::socket(
+        let fd = crate::os::socket(
             libc::AF_UNIX,
             libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
             0,
@@ -735,8 +729,8 @@ fn connect_path(path: &[u8; options::SOCKET_PATH_MAX]) -> Result<i32, &'static s
             *dst = src as libc::c_char;
         }
         let len = core::mem::size_of::<libc::sa_family_t>() + path.len() + 1;
-        if libc::connect(fd, &addr as *const _ as *const libc::sockaddr, len as u32) != 0 {
-            libc::close(fd);
+        if crate::os::connect(fd, &addr as *const _ as *const libc::sockaddr, len as u32) != 0 {
+            crate::os::close(fd);
             return Err("no daemon is listening on the socket");
         }
         Ok(fd)
@@ -773,7 +767,7 @@ unsafe fn send_with_fds(socket: i32, bytes: &[u8], fds: &[i32]) -> bool {
         for (i, &fd) in fds.iter().enumerate() {
             core::ptr::write_unaligned((libc::CMSG_DATA(cmsg) as *mut i32).add(i), fd);
         }
-        let sent = libc::sendmsg(socket, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL);
+        let sent = crate::os::sendmsg(socket, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL);
         sent == bytes.len() as isize
     }
 }
@@ -787,7 +781,7 @@ pub fn after_fork_child() {
     let fd = SOCKET_FD.swap(-1, Ordering::Relaxed);
     if fd >= 0 {
         // SAFETY: closing the child's copy of the parent's socket leaves the parent's open.
-        unsafe { libc::close(fd) };
+        unsafe { crate::os::close(fd) };
     }
     NEXT_CHECK_NS.store(0, Ordering::Relaxed);
     FAILURES.store(0, Ordering::Relaxed);

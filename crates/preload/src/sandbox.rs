@@ -53,7 +53,7 @@ fn started_confined() -> bool {
     // SAFETY: open, read into a stack buffer of its length, close; a failure reads as "not
     // confined", as on a system without /proc (nothing else of ours works there either).
     let len = unsafe {
-        let fd = libc::open(
+        let fd = crate::os::open(
             c"/proc/self/status".as_ptr(),
             libc::O_RDONLY | libc::O_CLOEXEC,
         );
@@ -62,7 +62,7 @@ fn started_confined() -> bool {
         }
         let mut len = 0;
         while len < buf.len() {
-            let n = libc::read(
+            let n = crate::os::read(
                 fd,
                 buf[len..].as_mut_ptr() as *mut libc::c_void,
                 buf.len() - len,
@@ -72,7 +72,7 @@ fn started_confined() -> bool {
             }
             len += n as usize;
         }
-        libc::close(fd);
+        crate::os::close(fd);
         len
     };
     seccomp_mode(&buf[..len]).is_some_and(|mode| mode != 0)
@@ -138,7 +138,7 @@ pub unsafe fn raw_syscall(number: c_long, args: [c_long; 6]) -> c_long {
     compile_error!("raw_syscall knows x86_64 and aarch64");
     if (-4095..0).contains(&ret) {
         // SAFETY: errno is this thread's.
-        unsafe { *libc::__errno_location() = -ret as c_int };
+        unsafe { crate::os::set_errno(-ret as c_int) };
         return -1;
     }
     ret

@@ -12,6 +12,7 @@
 //!   page tracking, with a recording fake, for the access source of kernels without DAMON.
 //! - [`perf`]: hardware counters (LLC misses, instructions) through `perf_event_open(2)`.
 //! - [`socket`]: peer credentials and fd passing on Unix sockets.
+//! - [`ring`]: the daemon's validated mapping of a process's event ring (a sealed memfd).
 //! - [`probe`]: read-only checks of what the machine offers, for `objtier doctor`.
 //!
 //! Policy lives elsewhere (`objtier-policy`); nothing here decides anything.
@@ -25,6 +26,7 @@ pub mod pages;
 pub mod perf;
 pub mod probe;
 pub mod procrefs;
+pub mod ring;
 pub mod socket;
 pub mod topology;
 

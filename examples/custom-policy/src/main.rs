@@ -1,11 +1,12 @@
 //! An objtier daemon with a policy of its own. Copy this crate to write yours.
 //!
-//! objtier's daemon runs four routines at every interval (see `objtier_policy::routines`):
-//! aggregate each record's sampled accesses, prioritize the records, ask the triggers whether
-//! to migrate now, and enforce a tier per record. Each is a trait; the built-ins implement
-//! them, and a policy is any mix of built-in and custom routines. Everything else (the
-//! allocator, sampling, page moves, rate limits, priorities between programs) stays the
-//! daemon's.
+//! objtier's daemon runs five routines at every interval (see `objtier_policy::routines`):
+//! aggregate each record's sampled accesses, ask the triggers whether to migrate now, prioritize
+//! the records, enforce a tier per record (with the tiers' budgets), and turn that into page
+//! moves (which pages, in what order, which huge pages to split first). Each is a trait; the
+//! built-ins implement them, and a policy is any mix of built-in and custom routines, the rest
+//! from `Policy::default()`. Everything else (the allocator, sampling, executing the moves
+//! within the step's deadline and rate limits) stays the daemon's.
 //!
 //! This one changes two routines:
 //!
@@ -24,7 +25,7 @@
 //! ```
 
 use objtier_daemon::config::{default_socket_path, DaemonConfig};
-use objtier_policy::{Candidate, Ema, FillFastestFirst, Policy, Prioritize, Signals, Trigger};
+use objtier_policy::{Candidate, Ema, Policy, Prioritize, Signals, Trigger};
 
 /// Ranks by the latest interval's accesses per byte, then by the EMA per byte.
 pub struct RecentFirst;
@@ -84,7 +85,7 @@ fn main() -> anyhow::Result<()> {
         }),
         prioritize: Box::new(RecentFirst),
         triggers: vec![Box::new(QuietPeriod { settle: 3, seen: 0 })],
-        enforce: Box::new(FillFastestFirst::default()),
+        ..Policy::default()
     };
     objtier_daemon::run_with_policy(config, policy)
 }

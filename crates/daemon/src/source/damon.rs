@@ -12,12 +12,11 @@
 //! never waits on the kernel: [`Source::follow`] hands the targets over, and the sampler
 //! applies them before its next snapshot.
 
-use super::{AccessKind, Observation, Source, Target};
+use super::observation::{AccessKind, Observation, Source, Target};
 use crate::config::DaemonConfig;
 use objtier_sys::damon::{Damon, DamonError, RealFiles, RegionSample};
 use objtier_wire::PAGE_SIZE;
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -107,6 +106,7 @@ pub fn open(config: &DaemonConfig) -> Result<DamonSource, DamonError> {
     let pace = Pace {
         every: config.interval / config.damon_snapshots.max(1),
         idle: Duration::from_micros(config.damon.aggr_us.max(1_000)),
+        proc_root: config.proc_root.clone(),
     };
     let for_sampler = Arc::clone(&shared);
     let sampler = std::thread::Builder::new()
@@ -151,25 +151,27 @@ impl KdamondTime {
 }
 
 /// How often the sampler looks.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Pace {
     /// From the start of one snapshot to the start of the next (interval / snapshots).
     every: Duration,
     /// How long to wait for targets while there are none, or after an error.
     idle: Duration,
+    /// Where the kdamond's CPU time is read (`<proc_root>/PID/stat`).
+    proc_root: std::path::PathBuf,
 }
 
 /// The sampler thread: applies new targets, takes a snapshot, adds it up, waits for the next
 /// one's time; until told to stop. Dropping `damon` at the end stops and removes the kdamond.
 fn sample(mut damon: Damon<RealFiles>, shared: &Shared, pace: Pace) {
-    let own_start = super::thread_cpu_seconds();
+    let own_start = super::observation::thread_cpu_seconds();
     let mut kdamonds = KdamondTime::default();
     let mut account = |damon: &mut Damon<RealFiles>, shared: &Shared| {
         let kdamond = kdamonds.update(damon.kdamond_pid(), |pid| {
-            objtier_sys::damon::thread_cpu_seconds(Path::new("/proc"), pid)
+            objtier_sys::damon::thread_cpu_seconds(&pace.proc_root, pid)
         });
         shared.state.lock().unwrap().cpu_seconds =
-            super::thread_cpu_seconds() - own_start + kdamond;
+            super::observation::thread_cpu_seconds() - own_start + kdamond;
     };
     while !shared.stop.load(Ordering::Relaxed) {
         let targets = shared.state.lock().unwrap().targets.take();
@@ -189,7 +191,7 @@ fn sample(mut damon: Damon<RealFiles>, shared: &Shared, pace: Pace) {
         // Blocks until the end of the kdamond's next aggregation.
         let started = Instant::now();
         let snapshot = damon.snapshot();
-        let time_ns = crate::monotonic_ns();
+        let time_ns = crate::clock::monotonic_ns();
         account(&mut damon, shared);
         let mut state = shared.state.lock().unwrap();
         match snapshot {

@@ -15,7 +15,7 @@
 //! (the area filled between two drains) counts as one lost sample: the kernel does not say how
 //! many records it dropped.
 
-use super::{AccessKind, Observation, Source, Target};
+use super::observation::{AccessKind, Observation, Source, Target};
 use crate::config::DaemonConfig;
 use objtier_sys::perf::event::{AddressFrom, SampleEvent};
 use objtier_sys::perf::ring::{PerfRing, Record};
@@ -37,6 +37,8 @@ pub struct PerfSource {
     /// Processes whose SPE events could not be opened (said once, not retried).
     spe_failed: HashSet<u32>,
     tally: Tally,
+    /// Where the attached processes' threads are listed (`<proc_root>/PID/task`).
+    proc_root: std::path::PathBuf,
 }
 
 /// What the drained records added up to.
@@ -114,8 +116,8 @@ impl Tally {
     }
 }
 
-fn explain(event: &SampleEvent, cpu: u32, e: std::io::Error) -> anyhow::Error {
-    let paranoid = objtier_sys::perf::paranoid_setting(std::path::Path::new("/proc"));
+fn explain(proc_root: &Path, event: &SampleEvent, cpu: u32, e: std::io::Error) -> anyhow::Error {
+    let paranoid = objtier_sys::perf::paranoid_setting(proc_root);
     let (why, remedy) = objtier_sys::perf::ring::explain_refusal(event, &e);
     anyhow::anyhow!(
         "cannot sample {} on CPU {cpu}: {e}: {why}; {remedy} (kernel.perf_event_paranoid is \
@@ -203,11 +205,12 @@ pub fn open(config: &DaemonConfig) -> anyhow::Result<PerfSource> {
                 .first()
                 .ok_or_else(|| anyhow::anyhow!("{}: none of its CPUs is online", event.name))?;
             PerfRing::open_process(event, std::process::id(), cpu)
-                .map_err(|e| explain(event, cpu, e))?;
+                .map_err(|e| explain(&config.proc_root, event, cpu, e))?;
             continue;
         }
         for &cpu in &cpus[i] {
-            let ring = PerfRing::open(event, cpu).map_err(|e| explain(event, cpu, e))?;
+            let ring = PerfRing::open(event, cpu)
+                .map_err(|e| explain(&config.proc_root, event, cpu, e))?;
             rings.push((i, ring));
         }
     }
@@ -215,6 +218,7 @@ pub fn open(config: &DaemonConfig) -> anyhow::Result<PerfSource> {
         ring.enable()?;
     }
     Ok(PerfSource {
+        proc_root: config.proc_root.clone(),
         events,
         cpus,
         rings,
@@ -255,14 +259,14 @@ impl PerfSource {
                 continue;
             }
             for &cpu in &self.cpus[i] {
-                let mut ring =
-                    PerfRing::open_process(event, pid, cpu).map_err(|e| explain(event, cpu, e))?;
+                let mut ring = PerfRing::open_process(event, pid, cpu)
+                    .map_err(|e| explain(proc_root, event, cpu, e))?;
                 for &tid in &threads {
                     match ring.add_thread(event, tid) {
                         Ok(()) => {}
                         // Exited since we listed it.
                         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
-                        Err(e) => return Err(explain(event, cpu, e)),
+                        Err(e) => return Err(explain(proc_root, event, cpu, e)),
                     }
                 }
                 ring.enable()?;
@@ -314,7 +318,7 @@ impl Source for PerfSource {
             if self.spe.contains_key(&t.pid) || self.spe_failed.contains(&t.pid) {
                 continue;
             }
-            match self.open_spe(Path::new("/proc"), t.pid) {
+            match self.open_spe(&self.proc_root, t.pid) {
                 Ok(rings) => {
                     self.spe.insert(t.pid, rings);
                 }
@@ -345,7 +349,7 @@ impl Source for PerfSource {
 
     fn observe(&mut self) -> anyhow::Result<Vec<Observation>> {
         self.drain();
-        let now = crate::monotonic_ns();
+        let now = crate::clock::monotonic_ns();
         Ok(self
             .tally
             .pending
@@ -414,6 +418,7 @@ mod tests {
                 pids: pids.iter().copied().collect(),
                 ..Tally::default()
             },
+            proc_root: "/proc".into(),
         }
     }
 
@@ -618,7 +623,7 @@ mod tests {
             (observed.len(), observed[0].weight, observed[0].time_ns),
             (1, 2.0, 9_000)
         );
-        let before = crate::monotonic_ns();
+        let before = crate::clock::monotonic_ns();
         let untimed = Sample {
             pid: 5,
             addr: 0x7f00_0000_3008,

@@ -36,7 +36,7 @@
 //! exactly one interval and each clear is followed by one; at most [`MAX_HELD_INTERVALS`] in a
 //! row.
 
-use super::{AccessKind, Observation, Source, Target};
+use super::observation::{AccessKind, Observation, Source, Target};
 use crate::config::DaemonConfig;
 use objtier_sys::procrefs::{
     is_gone, reference_clear_cost, ClearRefs, Precision, ProcRefs, RefsKernel, Support,
@@ -45,7 +45,6 @@ use objtier_sys::procrefs::{
 use objtier_wire::PAGE_SIZE;
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::path::Path;
 use std::time::Duration;
 
 const PAGE: u64 = PAGE_SIZE as u64;
@@ -113,7 +112,7 @@ pub struct ProcSource<K: RefsKernel> {
 
 /// The best precision this kernel and user allow; logs why nothing better.
 pub fn open(config: &DaemonConfig) -> Result<ProcSource<ProcRefs>, String> {
-    let proc_root = Path::new("/proc");
+    let proc_root = config.proc_root.as_path();
     let support = Support::probe(proc_root, &config.sys_root);
     // SAFETY: geteuid has no failure mode.
     let euid = unsafe { libc::geteuid() };
@@ -641,7 +640,7 @@ impl<K: RefsKernel> Source for ProcSource<K> {
         }
         self.targets = targets;
         // Referenced bits say "since the last scan", not when: the scan's time stands for it.
-        let now = crate::monotonic_ns();
+        let now = crate::clock::monotonic_ns();
         for o in &mut out {
             o.time_ns = now;
         }

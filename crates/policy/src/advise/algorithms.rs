@@ -585,7 +585,7 @@ fn free_bytes(sites: &[SiteDemand], tiers: &[TierSpec], advice: &Advice) -> Vec<
 mod tests {
     use super::*;
     use crate::advise::{advise, evaluate, Algorithm, IntervalDemand};
-    use crate::tests::xorshift;
+    use crate::test_support::xorshift;
 
     fn site(bytes: u64, accesses: f64) -> SiteDemand {
         SiteDemand {

@@ -454,7 +454,7 @@ fn arena_tier(demand: &SiteDemand, placement: &SitePlacement, slowest: usize) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::xorshift;
+    use crate::test_support::xorshift;
 
     /// A site of `bytes`, live and allocated in interval 0, with `accesses[i]` in interval `i`.
     fn site(bytes: u64, accesses: &[f64]) -> SiteDemand {
