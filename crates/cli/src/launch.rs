@@ -67,9 +67,14 @@ impl LaunchArgs {
         loop {
             let started = self.ensure_daemon(socket, extra)?;
             match ask_daemon(Some(socket.to_path_buf()), request) {
-                Err(e) if e.downcast_ref::<Unanswered>().is_some() && tries < 3 => {
+                // A daemon exiting when idle: it took the request and closed unanswered, or
+                // its socket went between the check and the ask. Again, until one serves.
+                Err(e)
+                    if tries < 3
+                        && (e.downcast_ref::<Unanswered>().is_some()
+                            || !daemon_is_listening(socket)) =>
+                {
                     tries += 1;
-                    // Until the exiting daemon has closed its socket.
                     std::thread::sleep(Duration::from_millis(200));
                 }
                 reply => return reply.map(|r| (r, started)),
