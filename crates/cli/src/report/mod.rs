@@ -136,4 +136,25 @@ mod tests {
         assert_eq!(human_seconds(f64::NAN), "-");
         assert_eq!(human_seconds(0.0), "< 1 µs");
     }
+
+    /// `--json` is the report serialized: the recorded moves and the data sources are in it.
+    #[test]
+    fn the_json_has_the_recorded_moves_and_data_sources() {
+        let r = build(&Input {
+            label: "c.json".into(),
+            profile: test_profiles::recorded(),
+            live: None,
+        });
+        let json = serde_json::to_value(&r).unwrap();
+        let m = &json["over_time"]["migrations"];
+        assert_eq!(m["known"], "recorded");
+        assert_eq!(m["ping_pong_pages"], serde_json::json!([0, 0, 1, 2]));
+        assert_eq!(m["total_ping_pong_pages"], 3);
+        assert_eq!(m["sites"][0]["ping_pong_pages"], 3);
+        let l = &json["latency"];
+        assert_eq!(l["by_tier_from"], "recorded");
+        assert_eq!(l["levels"][2]["level"], "cxl");
+        assert_eq!(l["levels_by_tier"][0][0]["mean_weight"], 200.0);
+        assert!(l["note"].as_str().unwrap().contains("data source"));
+    }
 }
