@@ -8,11 +8,12 @@
 //! and JSON (the [`Report`] serialized as is). One job per file:
 //!
 //! - [`figures`]: the summary, the sites ranked by accesses with their lifetimes and tiers,
-//!   each tier's top sites; [`latency`]: latency by tier;
+//!   each tier's top sites; [`latency`]: latency and data source by tier;
 //! - [`curve`]: how much fast memory the program needs, per advise algorithm, and the share
 //!   the run actually got where it had tiers;
-//! - [`timeline`]: accesses, live bytes per tier and per site, and the migrations derived
-//!   from each site's bytes per tier, interval by interval;
+//! - [`timeline`]: accesses, live bytes per tier and per site, and the migrations (recorded
+//!   page by page with their ping-pong, or derived from each site's bytes per tier in older
+//!   profiles), interval by interval;
 //! - [`pages`]: touches per page and reuse times, for sources with page detail;
 //! - [`charts`]: the SVG charts.
 //!

@@ -1,5 +1,5 @@
-//! Sections 5 and 6: pages (touches and reuse, where the source has page detail) and latency
-//! by tier (where it weighs its samples).
+//! Sections 5 and 6: pages (touches and reuse, where the source has page detail), and latency
+//! and data source by level and tier (where the source records them).
 
 use super::{capitalized, chart, count, esc, pct_axis, source_note};
 use crate::report::charts;

@@ -1,5 +1,5 @@
 //! Section 4: the run over time: accesses per site, bytes per tier and per site, objects
-//! allocated, and the derived migrations.
+//! allocated, and the migrations (recorded with their ping-pong, or derived).
 
 use super::{
     area_legend, byte_unit, chart, in_byte_unit, legend, number_axis, source_note, tier_color,
