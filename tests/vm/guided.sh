@@ -9,6 +9,8 @@
 # fast from the first tick and the kernel migrates no page. Then the same placement given to
 # another build of tierbench (its build-id differs): the daemon says so, places nothing of it,
 # and the program runs. Judged by tierbench's own move_pages ground truth and /proc/vmstat.
+# Beside it, profiles follow each page's tier: a short profile under objtier's tiering records
+# the daemon's promotions page by page.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${OBJTIER_BIN:-$PWD/target/release}
@@ -64,6 +66,39 @@ assert hot[0]["peak_live_bytes"] == 2 * 96 << 20 and cold[0]["peak_live_bytes"] 
 assert apb(hot[0]) > 3 * apb(cold[0])
 PY
 then pass profile-ranks-the-hot-site-first; else fail profile-ranks-the-hot-site-first; fi
+# Under objtier's own tiering (no --observe-only): the hot object, first touched in the slow
+# tier, is promoted by the daemon, and the profile records its pages as promoted, page by page
+# (how the report reads them is unit-tested: a report takes some 20 s in this emulated guest).
+t0=$(date +%s.%N)
+if "$BIN/objtier" profile --interval 500ms --daemon-log "$WORK/moved.log" -o "$WORK/moved.profile.json" -- \
+	"$BIN/tierbench" hotcold --objects 2 --size 16M --hot 1 --sites distinct --first-touch slow --seconds 6 \
+	> "$WORK/moved.out" 2> "$WORK/moved.err" &&
+	python3 - "$WORK/moved.profile.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+named = lambda s: " ".join(x or "" for x in s.get("symbols", []))
+hot = [s for s in p["sites"] if "allocate_hot_object" in named(s)]
+assert len(hot) == 1, [named(s)[:60] for s in p["sites"]]
+column = lambda name: sum(hot[0]["series"].get(name) or [])
+promoted, pages = column("promoted_pages"), (16 << 20) // 4096
+print("   the hot object's pages recorded promoted: %d of %d (demoted %d, ping-pong %d)" % (
+    promoted, pages, column("demoted_pages"), column("ping_pong_pages")))
+assert p["measurement"]["page_moves"]["pages_not_followed"] == 0, p["measurement"]["page_moves"]
+assert promoted >= 0.9 * pages, promoted
+PY
+then pass profile-records-the-daemon-s-promotions; else fail profile-records-the-daemon-s-promotions; cat "$WORK/moved.err"; fi
+echo "   (that profile took $(python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$t0" "$(date +%s.%N)") s)"
+# Under the kernel's tiering (the observe-only profile above) pages were followed too, whether
+# or not the kernel moved any.
+if python3 - "$WORK/tb.profile.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+followed = p["measurement"].get("page_moves")
+assert followed and followed["pages_not_followed"] == 0, followed
+moved = sum(sum(s["series"].get(c) or []) for s in p["sites"] for c in ("promoted_pages", "demoted_pages"))
+print("   pages the kernel moved while profiled: %d" % moved)
+PY
+then pass observe-only-profile-follows-pages; else fail observe-only-profile-follows-pages; fi
 
 # 2. Advise: 256 MiB of the fast node for the program (the hot objects need 192).
 if "$BIN/objtier" advise "$WORK/tb.profile.json" --fast-capacity 256M -o "$WORK/tb.placement.json" > "$WORK/advise.out"; then

@@ -396,6 +396,7 @@ fn measure(args: &Args, records: u64) -> Result<serde_json::Value> {
             let (start, end) = (first.0, last.0 + last.1);
             regions.push(Observation {
                 latency: None,
+                data_source: None,
                 pid: FIRST_PID + pi as u32,
                 start,
                 end,

@@ -12,7 +12,7 @@
 //!   records and their stores), [`process`] (one attached process, composed of parts),
 //!   [`source`] (where access observations come from), [`sitestore`] (what warm start keeps per
 //!   program), [`guided`] (a placement file, `objtier run --placement`), [`recorder`] and
-//!   [`sessions`] (profiles of an `objtier profile` run), and [`daemon`] (all of it together);
+//!   [`sessions`] (profiles of an `objtier profile` run, with [`page_history`] for its pages' moves), and [`daemon`] (all of it together);
 //! - behaviour, each an `impl Daemon` on that state: [`serve`] (the loop), [`attach`]
 //!   (processes coming and going), [`control`] (the control socket's requests), [`interval`]
 //!   (the tiering step, stage by stage), `room`, `phases` and `profiling` (placements,
@@ -27,6 +27,7 @@ pub mod control;
 pub mod daemon;
 pub mod guided;
 pub mod interval;
+pub mod page_history;
 pub mod pending;
 mod phases;
 pub mod process;

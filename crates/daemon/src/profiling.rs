@@ -176,6 +176,7 @@ impl Daemon {
                 .and_then(|f| f.names.clone())
                 .filter(|names| !names.iter().any(|n| n.starts_with("?+")))
         };
+        let mut page_moves = None;
         match &p.recorder {
             Some(recorder) => {
                 let live: Vec<(SiteKey, u64)> = p
@@ -188,6 +189,7 @@ impl Daemon {
                 let finished = recorder.clone().finish(frames_of, live.into_iter(), None);
                 profile.sites = finished.sites;
                 profile.peak_footprint_bytes = finished.peak_live_bytes;
+                page_moves = finished.page_moves;
             }
             None => {
                 profile.sites = snapshot_sites(p, tiers, &frames_of);
@@ -206,7 +208,13 @@ impl Daemon {
                 format!("{description}; a live process not profiled: its live objects now, and its records' access estimates (an EMA per interval)")
             },
             access_unit: crate::sessions::access_unit(source).to_string(),
+            weight_unit: profile
+                .sites
+                .iter()
+                .any(|s| s.weight.is_some())
+                .then(|| "latency cycles".to_string()),
             interval_s,
+            page_moves,
             ..Default::default()
         };
         profile

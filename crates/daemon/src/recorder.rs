@@ -11,9 +11,13 @@
 //! histogram, not a list of lifetimes), so a program of millions of objects costs a few hundred
 //! bytes per site and interval, not per object.
 
+use crate::page_history::PageHistory;
 use crate::source::AccessKind;
-use objtier_profile::profile::{Lifetime, LifetimeHistogram, Series};
+use objtier_profile::levels::LevelAccesses;
+use objtier_profile::profile::{Lifetime, LifetimeHistogram, PageMoves, PageMovesFollowed, Series};
 use objtier_profile::{Site, SiteKind};
+use objtier_sys::perf::datasrc::{DataSource, MemLevel};
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -36,6 +40,25 @@ impl SiteKey {
             SiteKey::Unknown
         } else {
             SiteKey::Site(site)
+        }
+    }
+
+    /// The key of a record of site `site` at `start`: a record of no site inside one of the
+    /// small-object `blocks` (start to length) is theirs.
+    pub fn of_record(
+        site: u64,
+        start: u64,
+        blocks: &std::collections::BTreeMap<u64, u64>,
+    ) -> SiteKey {
+        let in_block = site == 0
+            && blocks
+                .range(..=start)
+                .next_back()
+                .is_some_and(|(&s, &l)| start < s + l);
+        if in_block {
+            SiteKey::SmallObjects
+        } else {
+            SiteKey::of_object(site)
         }
     }
 }
@@ -76,6 +99,8 @@ struct Now {
     loads: f64,
     stores: f64,
     allocations: u64,
+    /// Pages of the site found moved at the looks of this interval.
+    moves: PageMoves,
 }
 
 /// Everything recorded about one site.
@@ -97,6 +122,9 @@ struct SiteRecord {
     /// Accesses whose kind the source could not tell.
     unknown_kind: f64,
     weight: f64,
+    /// Samples by the level that served them, and the tier their page was in (`None`: not
+    /// located yet).
+    levels: HashMap<(Option<usize>, MemLevel), LevelAccesses>,
     now: Now,
     series: Series,
     /// Whether any row of `series` (or `now`) had accesses of unknown kind.
@@ -115,7 +143,10 @@ impl SiteRecord {
     }
 
     fn active(&self) -> bool {
-        self.now.peak_live_bytes > 0 || self.now.accesses > 0.0 || self.now.allocations > 0
+        self.now.peak_live_bytes > 0
+            || self.now.accesses > 0.0
+            || self.now.allocations > 0
+            || !self.now.moves.is_zero()
     }
 }
 
@@ -133,7 +164,14 @@ pub struct Recorder {
     saw_kinds: bool,
     saw_unknown_kind: bool,
     saw_weight: bool,
+    /// Each located page's tier, for the moves and the tier of a sampled page.
+    pages: PageHistory,
+    /// Whether any record's pages were located (the profile then says how they were followed).
+    located_pages: bool,
 }
+
+/// The most bytes a process's page history holds: a byte per page, 256 GiB of records.
+const PAGE_HISTORY_BYTES_MAX: u64 = 64 << 20;
 
 impl Recorder {
     pub fn new(interval_ns: u64, footprint: Arc<Footprint>) -> Recorder {
@@ -146,6 +184,8 @@ impl Recorder {
             saw_kinds: false,
             saw_unknown_kind: false,
             saw_weight: false,
+            pages: PageHistory::new(PAGE_HISTORY_BYTES_MAX),
+            located_pages: false,
         }
     }
 
@@ -249,6 +289,59 @@ impl Recorder {
         site.weight += latency.unwrap_or(0.0);
     }
 
+    /// The samples of [`Recorder::accessed`] (`weight` of them, `latency` their weight) were
+    /// served by the level `source` names, from a page in `tier` where it is known.
+    pub fn served_by(
+        &mut self,
+        key: SiteKey,
+        source: DataSource,
+        weight: f64,
+        latency: Option<f64>,
+        tier: Option<usize>,
+    ) {
+        let counts = self
+            .site(key)
+            .levels
+            .entry((tier, source.level))
+            .or_default();
+        let latency = latency.unwrap_or(0.0);
+        counts.accesses += weight;
+        counts.weight += latency;
+        if source.tlb_miss {
+            counts.tlb_misses += weight;
+            counts.tlb_miss_weight += latency;
+        }
+        if source.hitm {
+            counts.hitm += weight;
+        }
+    }
+
+    /// The record of `key` at `start` was located, its pages in `tiers` (in order; `None`: not
+    /// present): the pages that changed tier since its last look count in this interval.
+    pub fn pages_located(
+        &mut self,
+        key: SiteKey,
+        start: u64,
+        tiers: impl ExactSizeIterator<Item = Option<usize>>,
+    ) {
+        self.located_pages = true;
+        let moves = self.pages.located(start, tiers);
+        if !moves.is_zero() {
+            self.site(key).now.moves.add(moves);
+        }
+    }
+
+    /// The tier of the page at `addr` of the record at `start`, as last located.
+    pub fn page_tier(&self, start: u64, addr: u64) -> Option<usize> {
+        self.pages.tier_of(start, addr)
+    }
+
+    /// A look at the process's pages is over: `alive(start, pages)` says whether a record of
+    /// that many pages still starts there (the others' histories are dropped).
+    pub fn pages_look_done(&mut self, alive: impl Fn(u64, usize) -> bool) {
+        self.pages.look_done(alive);
+    }
+
     /// Closes interval `index` of the session's timeline: a row for every site active in it,
     /// with where its pages are (`tier_bytes`: bytes per tier by site, as last located).
     pub fn end_interval(&mut self, index: usize, tier_bytes: &HashMap<SiteKey, Vec<u64>>) {
@@ -267,6 +360,7 @@ impl Recorder {
                 if let Some(bytes) = tier_bytes.get(key) {
                     site.series.set_last_tier_bytes(bytes.clone());
                 }
+                site.series.add_to_last_page_moves(site.now.moves);
             }
             // The next interval starts with what is live now.
             site.now = Now {
@@ -308,6 +402,7 @@ impl Recorder {
             peak_live_bytes: self.peak_live_bytes,
             saw_kinds: self.saw_kinds,
             saw_unknown_kind: self.saw_unknown_kind,
+            page_moves: self.located_pages.then(|| self.pages.followed()),
         };
         for (key, record) in self.sites {
             let (kind, frames) = match key {
@@ -323,6 +418,7 @@ impl Recorder {
             };
             let known = kinds && record.unknown_kind == 0.0;
             let buckets = record.lifetimes.buckets();
+            let (memory_levels, memory_levels_by_tier) = levels_of(&record.levels);
             out.sites.push(Site {
                 kind,
                 frames,
@@ -334,6 +430,8 @@ impl Recorder {
                 loads: known.then_some(record.loads),
                 stores: known.then_some(record.stores),
                 weight: weights.then_some(record.weight),
+                memory_levels,
+                memory_levels_by_tier,
                 lifetime: Lifetime {
                     freed: record.freed,
                     min_s: record.min_life_ns.map(|ns| ns as f64 / 1e9),
@@ -359,6 +457,27 @@ impl SiteRecord {
     }
 }
 
+type Levels = BTreeMap<String, LevelAccesses>;
+
+/// A site's samples by level as the profile has them: all of them, and by tier.
+fn levels_of(counts: &HashMap<(Option<usize>, MemLevel), LevelAccesses>) -> (Levels, Vec<Levels>) {
+    let mut all = Levels::new();
+    let mut by_tier: Vec<Levels> = Vec::new();
+    for (&(tier, level), c) in counts {
+        all.entry(level.name().to_string()).or_default().add(c, 1.0);
+        if let Some(t) = tier {
+            if by_tier.len() <= t {
+                by_tier.resize_with(t + 1, Levels::new);
+            }
+            by_tier[t]
+                .entry(level.name().to_string())
+                .or_default()
+                .add(c, 1.0);
+        }
+    }
+    (all, by_tier)
+}
+
 /// A process's recording, finished: sites as the profile has them.
 #[derive(Debug, Default)]
 pub struct Finished {
@@ -368,6 +487,8 @@ pub struct Finished {
     pub peak_live_bytes: u64,
     pub saw_kinds: bool,
     pub saw_unknown_kind: bool,
+    /// How its pages' moves were followed, where they were located.
+    pub page_moves: Option<PageMovesFollowed>,
 }
 
 #[cfg(test)]
@@ -461,6 +582,111 @@ mod tests {
         );
         assert_eq!(s.series.loads, Some(vec![3.0]));
         assert_eq!(s.series.stores, Some(vec![1.0]));
+    }
+
+    #[test]
+    fn page_moves_and_ping_pong_land_in_their_interval_and_site() {
+        let mut r = recorder();
+        let (a, b) = (SiteKey::Site(1), SiteKey::Site(2));
+        r.allocated(a, 2 * 4096);
+        r.allocated(b, 4096);
+        r.pages_located(a, 0, [Some(1), Some(1)].into_iter());
+        r.pages_located(b, 1 << 20, [Some(0)].into_iter());
+        r.pages_look_done(|_, _| true);
+        r.end_interval(0, &HashMap::new());
+        // Interval 1: both of a's pages promoted, b's demoted.
+        r.pages_located(a, 0, [Some(0), Some(0)].into_iter());
+        r.pages_located(b, 1 << 20, [Some(1)].into_iter());
+        r.end_interval(1, &HashMap::new());
+        // Interval 2: one of a's pages demoted again (ping-pong), b's promoted back (too).
+        r.pages_located(a, 0, [Some(1), Some(0)].into_iter());
+        r.pages_located(b, 1 << 20, [Some(0)].into_iter());
+        r.end_interval(2, &HashMap::new());
+        assert_eq!(r.page_tier(0, 4096), Some(0));
+        assert_eq!(r.page_tier(0, 0), Some(1));
+        let done = r.finish(
+            |id| Some(vec![format!("/bin/x+{id:#x}")]),
+            std::iter::empty(),
+            None,
+        );
+        let site = |f: &str| {
+            done.sites
+                .iter()
+                .find(|s| s.frames[0] == f)
+                .unwrap()
+                .series
+                .clone()
+        };
+        let (sa, sb) = (site("/bin/x+0x1"), site("/bin/x+0x2"));
+        assert_eq!(sa.promoted_pages, Some(vec![0, 2, 0]));
+        assert_eq!(sa.demoted_pages, Some(vec![0, 0, 1]));
+        assert_eq!(sa.ping_pong_pages, Some(vec![0, 0, 1]));
+        assert_eq!(sb.promoted_pages, Some(vec![0, 0, 1]));
+        assert_eq!(sb.demoted_pages, Some(vec![0, 1, 0]));
+        assert_eq!(sb.ping_pong_pages, Some(vec![0, 0, 1]));
+        let followed = done.page_moves.unwrap();
+        assert_eq!(followed.pages_not_followed, 0);
+        assert_eq!(followed.history_bytes_max, PAGE_HISTORY_BYTES_MAX);
+        // A recorder that never located a page says nothing of moves.
+        assert!(recorder()
+            .finish(|_| None, std::iter::empty(), None)
+            .page_moves
+            .is_none());
+    }
+
+    #[test]
+    fn data_sources_and_latency_add_up_by_level_and_tier() {
+        let mut r = recorder();
+        let a = SiteKey::Site(1);
+        r.allocated(a, 4096);
+        let ram = DataSource {
+            level: MemLevel::Ram,
+            ..DataSource::default()
+        };
+        let far = DataSource {
+            level: MemLevel::RemoteRam,
+            tlb_miss: true,
+            hitm: true,
+        };
+        let l1 = DataSource {
+            level: MemLevel::L1,
+            ..DataSource::default()
+        };
+        r.accessed(a, AccessKind::Load, 2.0, Some(400.0));
+        r.served_by(a, ram, 2.0, Some(400.0), Some(0));
+        r.accessed(a, AccessKind::Load, 1.0, Some(700.0));
+        r.served_by(a, far, 1.0, Some(700.0), Some(1));
+        r.accessed(a, AccessKind::Load, 1.0, Some(500.0));
+        r.served_by(a, far, 1.0, Some(500.0), None);
+        r.accessed(a, AccessKind::Load, 4.0, Some(20.0));
+        r.served_by(a, l1, 4.0, Some(20.0), Some(1));
+        r.end_interval(0, &HashMap::new());
+        let done = r.finish(
+            |_| Some(vec!["/bin/x+0x1".into()]),
+            std::iter::empty(),
+            None,
+        );
+        let s = &done.sites[0];
+        assert_eq!(s.weight, Some(1620.0));
+        let all = &s.memory_levels;
+        assert_eq!(all.len(), 3);
+        assert_eq!(all["ram"].accesses, 2.0);
+        assert_eq!(all["ram"].weight, 400.0);
+        assert_eq!(all["remote-ram"].accesses, 2.0, "located or not");
+        assert_eq!(all["remote-ram"].weight, 1200.0);
+        assert_eq!(all["remote-ram"].tlb_misses, 2.0);
+        assert_eq!(all["remote-ram"].tlb_miss_weight, 1200.0);
+        assert_eq!((all["remote-ram"].hitm, all["ram"].hitm), (2.0, 0.0));
+        assert_eq!(all["l1"].weight, 20.0);
+        let by_tier = &s.memory_levels_by_tier;
+        assert_eq!(by_tier.len(), 2);
+        assert_eq!(by_tier[0].keys().collect::<Vec<_>>(), ["ram"]);
+        assert_eq!(
+            by_tier[1]["remote-ram"].accesses, 1.0,
+            "the unlocated one left out"
+        );
+        assert_eq!(by_tier[1]["remote-ram"].weight, 700.0);
+        assert_eq!(by_tier[1]["l1"].accesses, 4.0);
     }
 
     #[test]

@@ -314,6 +314,7 @@ impl Session {
                 p.intervals = intervals.clone();
                 p.sites = r.finished.sites;
                 p.peak_footprint_bytes = r.finished.peak_live_bytes;
+                p.measurement.page_moves = r.finished.page_moves;
                 p.processes.push(ProcessInfo {
                     pid: r.pid,
                     exe: r.exe,
@@ -359,6 +360,7 @@ impl Session {
             attributed: self.attributed,
             attributed_share: (self.sampled > 0.0).then(|| self.attributed / self.sampled),
             interval_s: context.interval_s,
+            page_moves: profile.measurement.page_moves.take(),
         };
         // Largest first: what a reader looks for.
         profile.sites.sort_by(|a, b| {

@@ -18,6 +18,7 @@
 
 mod error;
 pub mod flexmalloc;
+pub mod levels;
 pub mod merge;
 pub mod pages;
 pub mod placement;

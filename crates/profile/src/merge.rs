@@ -106,6 +106,13 @@ pub fn merge(
         .map(|(_, p)| p.measurement.attributed)
         .sum::<f64>()
         * scale;
+    out.measurement.page_moves = profiles
+        .iter()
+        .filter_map(|(_, p)| p.measurement.page_moves.clone())
+        .reduce(|a, b| crate::profile::PageMovesFollowed {
+            history_bytes_max: a.history_bytes_max.max(b.history_bytes_max),
+            pages_not_followed: a.pages_not_followed.max(b.pages_not_followed),
+        });
     out.measurement.attributed_share = (out.measurement.sampled > 0.0)
         .then(|| out.measurement.attributed / out.measurement.sampled);
     let durations = profiles.iter().map(|(_, p)| p.duration_s);
@@ -194,9 +201,17 @@ fn sum_optional(mut values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
     values.try_fold(0.0, |acc, v| Some(acc + v?))
 }
 
-/// One interval of a merged series: live bytes, accesses, loads, stores, allocations, and the
-/// bytes per tier summed.
-type Row = (f64, f64, Option<f64>, Option<f64>, f64, Vec<f64>);
+/// One interval of a merged series, summed over the sites.
+#[derive(Default)]
+struct Row {
+    live_bytes: f64,
+    accesses: f64,
+    loads: Option<f64>,
+    stores: Option<f64>,
+    allocations: f64,
+    tier_bytes: Vec<f64>,
+    moves: crate::profile::PageMoves,
+}
 
 fn merge_sites(sites: &[&Site], scale: f64, intervals: usize) -> Site {
     let first = sites[0];
@@ -216,6 +231,11 @@ fn merge_sites(sites: &[&Site], scale: f64, intervals: usize) -> Site {
         loads: sum_optional(sites.iter().map(|s| s.loads)).map(|v| v * scale),
         stores: sum_optional(sites.iter().map(|s| s.stores)).map(|v| v * scale),
         weight: sum_optional(sites.iter().map(|s| s.weight)).map(|v| v * scale),
+        memory_levels: crate::levels::merge(sites.iter().map(|s| &s.memory_levels), scale),
+        memory_levels_by_tier: crate::levels::merge_by_tier(
+            sites.iter().map(|s| &s.memory_levels_by_tier),
+            scale,
+        ),
         lifetime: merge_lifetimes(sites.iter().map(|s| &s.lifetime), scale),
         series: Series::default(),
     };
@@ -229,49 +249,61 @@ fn merge_sites(sites: &[&Site], scale: f64, intervals: usize) -> Site {
     for site in sites {
         let s = &site.series;
         for row in 0..s.len() {
-            let e = rows.entry(s.interval[row]).or_insert((
-                0.0,
-                0.0,
-                with_loads.then_some(0.0),
-                with_stores.then_some(0.0),
-                0.0,
-                Vec::new(),
-            ));
-            e.0 += s.live_bytes[row] as f64;
-            e.1 += s.accesses[row];
-            if let (Some(sum), Some(col)) = (e.2.as_mut(), &s.loads) {
+            let e = rows.entry(s.interval[row]).or_insert_with(|| Row {
+                loads: with_loads.then_some(0.0),
+                stores: with_stores.then_some(0.0),
+                ..Row::default()
+            });
+            e.live_bytes += s.live_bytes[row] as f64;
+            e.accesses += s.accesses[row];
+            if let (Some(sum), Some(col)) = (e.loads.as_mut(), &s.loads) {
                 *sum += col[row];
             }
-            if let (Some(sum), Some(col)) = (e.3.as_mut(), &s.stores) {
+            if let (Some(sum), Some(col)) = (e.stores.as_mut(), &s.stores) {
                 *sum += col[row];
             }
-            e.4 += s.allocations[row] as f64;
+            e.allocations += s.allocations[row] as f64;
             if let Some(tiers) = s.tier_bytes.as_ref().and_then(|c| c.get(row)) {
-                if e.5.len() < tiers.len() {
-                    e.5.resize(tiers.len(), 0.0);
+                if e.tier_bytes.len() < tiers.len() {
+                    e.tier_bytes.resize(tiers.len(), 0.0);
                 }
-                for (sum, &b) in e.5.iter_mut().zip(tiers) {
+                for (sum, &b) in e.tier_bytes.iter_mut().zip(tiers) {
                     *sum += b as f64;
                 }
             }
+            e.moves.add(s.page_moves(row));
         }
     }
     let with_tiers = sites.iter().any(|s| s.series.tier_bytes.is_some());
-    for (interval, (live, accesses, loads, stores, allocations, tiers)) in rows {
+    for (interval, row) in rows {
         if interval < intervals {
             out.series.push(
                 interval,
-                (live * scale).round() as u64,
-                accesses * scale,
-                loads.map(|v| v * scale),
-                stores.map(|v| v * scale),
-                (allocations * scale).round() as u64,
+                (row.live_bytes * scale).round() as u64,
+                row.accesses * scale,
+                row.loads.map(|v| v * scale),
+                row.stores.map(|v| v * scale),
+                (row.allocations * scale).round() as u64,
             );
             if with_tiers {
                 out.series.set_last_tier_bytes(
-                    tiers.iter().map(|b| (b * scale).round() as u64).collect(),
+                    row.tier_bytes
+                        .iter()
+                        .map(|b| (b * scale).round() as u64)
+                        .collect(),
                 );
             }
+            let (promoted, demoted) = (
+                scaled(row.moves.promoted, scale),
+                scaled(row.moves.demoted, scale),
+            );
+            out.series
+                .add_to_last_page_moves(crate::profile::PageMoves {
+                    promoted,
+                    demoted,
+                    // Rounded apart, the part may not exceed the whole.
+                    ping_pong: scaled(row.moves.ping_pong, scale).min(promoted + demoted),
+                });
         }
     }
     out
@@ -387,6 +419,55 @@ mod tests {
         assert_eq!(mean.sites[1].accesses, 2.0);
         assert_eq!(mean.peak_footprint_bytes, 100);
         // The merge is itself a valid profile.
+        Profile::from_json(std::path::Path::new("m.json"), &mean.to_json()).unwrap();
+    }
+
+    #[test]
+    fn page_moves_and_memory_levels_add_up() {
+        use crate::levels::LevelAccesses;
+        use crate::profile::PageMoves;
+        use std::collections::BTreeMap;
+        let mut a = (PathBuf::from("a.json"), profile("app", 10.0, None));
+        a.1.sites[0].series.add_to_last_page_moves(PageMoves {
+            promoted: 3,
+            demoted: 1,
+            ping_pong: 1,
+        });
+        a.1.sites[0].memory_levels.insert(
+            "ram".into(),
+            LevelAccesses {
+                accesses: 4.0,
+                weight: 1000.0,
+                ..LevelAccesses::default()
+            },
+        );
+        a.1.sites[0].memory_levels_by_tier = vec![
+            BTreeMap::new(),
+            BTreeMap::from([("ram".to_string(), a.1.sites[0].memory_levels["ram"].clone())]),
+        ];
+        let mut b = (PathBuf::from("b.json"), profile("app", 30.0, None));
+        b.1.sites[0].series.add_to_last_page_moves(PageMoves {
+            promoted: 0,
+            demoted: 2,
+            ping_pong: 2,
+        });
+        let (sum, _) = merge(&[a.clone(), b.clone()], MergeBy::Sum).unwrap();
+        let s = &sum.sites[0];
+        assert_eq!(
+            s.series.page_moves(0),
+            PageMoves {
+                promoted: 3,
+                demoted: 3,
+                ping_pong: 3
+            }
+        );
+        assert_eq!(s.memory_levels["ram"].accesses, 4.0);
+        assert_eq!(s.memory_levels_by_tier.len(), 2);
+        assert_eq!(s.memory_levels_by_tier[1]["ram"].weight, 1000.0);
+        let (mean, _) = merge(&[a, b], MergeBy::Mean).unwrap();
+        let m = mean.sites[0].series.page_moves(0);
+        assert!(m.ping_pong <= m.promoted + m.demoted, "{m:?}");
+        assert_eq!(mean.sites[0].memory_levels["ram"].weight, 500.0);
         Profile::from_json(std::path::Path::new("m.json"), &mean.to_json()).unwrap();
     }
 

@@ -120,6 +120,23 @@ pub struct Measurement {
     /// The daemon's interval.
     #[serde(default)]
     pub interval_s: f64,
+    /// Where the daemon followed each page's tier from one look to the next, what bounded it
+    /// (the sites' `series.promoted_pages`, `demoted_pages` and `ping_pong_pages` count what it
+    /// saw); absent where it did not (a profile without tiers, or of an older objtier).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_moves: Option<PageMovesFollowed>,
+}
+
+/// How the daemon followed each page's tier for `series.promoted_pages` and the columns beside
+/// it: a byte per page of every record it located, kept from one look to the next, within a
+/// bound per process.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PageMovesFollowed {
+    /// The most bytes a process's page history may hold: one per page, and 64 per record.
+    pub history_bytes_max: u64,
+    /// The most pages, at one look at one process, that found no room in its history: their
+    /// moves are not counted (0: every located page was followed).
+    pub pages_not_followed: u64,
 }
 
 /// One tier of the profiling machine.
@@ -181,6 +198,16 @@ pub struct Site {
     /// The source's weight summed over the site's samples (PEBS latency), where it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<f64>,
+    /// The site's samples by the memory level that served them, where the source says (perf's
+    /// data source: PEBS, and IBS and SPE as the kernel decodes them), by level name
+    /// ([`crate::levels::MEMORY_LEVELS`]).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub memory_levels: std::collections::BTreeMap<String, crate::levels::LevelAccesses>,
+    /// The same, by the tier the sampled page was in when the daemon last located it (index:
+    /// `tiers`); samples of pages not located yet are only in `memory_levels`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory_levels_by_tier:
+        Vec<std::collections::BTreeMap<String, crate::levels::LevelAccesses>>,
     #[serde(default)]
     pub lifetime: Lifetime,
     #[serde(default)]
@@ -293,6 +320,40 @@ pub struct Series {
     /// the kernel's, did with the site over time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tier_bytes: Option<Vec<Vec<u64>>>,
+    /// Pages of the site the daemon found in a faster tier than at its last look at them
+    /// (promoted), in a slower one (demoted), and, of both, those that had already changed tier
+    /// earlier in the run (moved more than once: ping-pong), whoever moved them: objtier's
+    /// daemon, or the kernel (NUMA balancing, demotion in reclaim). Counted at the looks that
+    /// close the interval (`measurement.page_moves` says the daemon followed pages; a column
+    /// is absent where the site had none to count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promoted_pages: Option<Vec<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demoted_pages: Option<Vec<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ping_pong_pages: Option<Vec<u64>>,
+}
+
+/// Pages that changed tier between two looks of the daemon (one row of a site's
+/// `series.promoted_pages`, `demoted_pages` and `ping_pong_pages`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageMoves {
+    pub promoted: u64,
+    pub demoted: u64,
+    /// Of the promoted and demoted pages, those that had changed tier before.
+    pub ping_pong: u64,
+}
+
+impl PageMoves {
+    pub fn is_zero(&self) -> bool {
+        self.promoted + self.demoted + self.ping_pong == 0
+    }
+
+    pub fn add(&mut self, other: PageMoves) {
+        self.promoted += other.promoted;
+        self.demoted += other.demoted;
+        self.ping_pong += other.ping_pong;
+    }
 }
 
 impl Series {
@@ -325,6 +386,46 @@ impl Series {
         if let Some(column) = &mut self.tier_bytes {
             column.push(Vec::new());
         }
+        for column in [
+            &mut self.promoted_pages,
+            &mut self.demoted_pages,
+            &mut self.ping_pong_pages,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            column.push(0);
+        }
+    }
+
+    /// Adds `moves` to the last row's page moves (columns appear at their first value, with
+    /// zeros for the rows before).
+    pub fn add_to_last_page_moves(&mut self, moves: PageMoves) {
+        let Some(last) = self.len().checked_sub(1) else {
+            return;
+        };
+        for (column, value) in [
+            (&mut self.promoted_pages, moves.promoted),
+            (&mut self.demoted_pages, moves.demoted),
+            (&mut self.ping_pong_pages, moves.ping_pong),
+        ] {
+            if value == 0 && column.is_none() {
+                continue;
+            }
+            let column = column.get_or_insert_with(Vec::new);
+            column.resize(last + 1, 0);
+            column[last] += value;
+        }
+    }
+
+    /// Row `row`'s page moves (zeros where the columns are absent).
+    pub fn page_moves(&self, row: usize) -> PageMoves {
+        let at = |c: &Option<Vec<u64>>| c.as_ref().and_then(|c| c.get(row)).copied().unwrap_or(0);
+        PageMoves {
+            promoted: at(&self.promoted_pages),
+            demoted: at(&self.demoted_pages),
+            ping_pong: at(&self.ping_pong_pages),
+        }
     }
 
     /// Sets the last row's bytes per tier (rows before it without one get none).
@@ -346,10 +447,30 @@ impl Series {
             ("loads", self.loads.as_ref().map_or(n, Vec::len)),
             ("stores", self.stores.as_ref().map_or(n, Vec::len)),
             ("tier_bytes", self.tier_bytes.as_ref().map_or(n, Vec::len)),
+            (
+                "promoted_pages",
+                self.promoted_pages.as_ref().map_or(n, Vec::len),
+            ),
+            (
+                "demoted_pages",
+                self.demoted_pages.as_ref().map_or(n, Vec::len),
+            ),
+            (
+                "ping_pong_pages",
+                self.ping_pong_pages.as_ref().map_or(n, Vec::len),
+            ),
         ];
         if let Some((name, len)) = lengths.iter().find(|(_, len)| *len != n) {
             return Err(format!(
                 "series.{name} has {len} entries and series.interval {n}: the columns must be as long"
+            ));
+        }
+        if let Some(row) = (0..n).find(|&r| {
+            let m = self.page_moves(r);
+            m.ping_pong > m.promoted + m.demoted
+        }) {
+            return Err(format!(
+                "series.ping_pong_pages[{row}] counts more pages than were promoted and demoted"
             ));
         }
         if let Some(w) = self.interval.windows(2).find(|w| w[0] >= w[1]) {
@@ -487,6 +608,25 @@ impl crate::Versioned for Profile {
                     )));
                 }
             }
+            for (name, counts) in &site.memory_levels {
+                counts
+                    .check()
+                    .map_err(|p| bad(format!("sites[{i}].memory_levels.{name}: {p}")))?;
+            }
+            if !self.tiers.is_empty() && site.memory_levels_by_tier.len() > self.tiers.len() {
+                return Err(bad(format!(
+                    "sites[{i}].memory_levels_by_tier names {} tiers and the profile has {}",
+                    site.memory_levels_by_tier.len(),
+                    self.tiers.len()
+                )));
+            }
+            for (t, levels) in site.memory_levels_by_tier.iter().enumerate() {
+                for (name, counts) in levels {
+                    counts.check().map_err(|p| {
+                        bad(format!("sites[{i}].memory_levels_by_tier[{t}].{name}: {p}"))
+                    })?;
+                }
+            }
         }
         Ok(())
     }
@@ -572,6 +712,27 @@ mod tests {
         assert_eq!(s.tier_bytes, Some(vec![vec![], vec![4096, 0]]));
         assert!(s.check(4).is_ok());
         assert!(s.check(3).unwrap_err().contains("interval 3"));
+        // Page moves: a column appears at its first count, with zeros before.
+        s.add_to_last_page_moves(PageMoves {
+            promoted: 2,
+            demoted: 0,
+            ping_pong: 1,
+        });
+        assert_eq!(s.promoted_pages, Some(vec![0, 2]));
+        assert_eq!(s.ping_pong_pages, Some(vec![0, 1]));
+        assert_eq!(s.demoted_pages, None, "nothing demoted yet");
+        s.push(4, 1, 0.0, None, None, 0);
+        assert_eq!(s.promoted_pages, Some(vec![0, 2, 0]));
+        assert!(s.check(5).is_ok());
+        s.add_to_last_page_moves(PageMoves {
+            promoted: 0,
+            demoted: 0,
+            ping_pong: 1,
+        });
+        assert!(s
+            .check(5)
+            .unwrap_err()
+            .contains("more pages than were promoted"));
     }
 
     #[test]

@@ -130,10 +130,29 @@ pub fn tables(reports: &[Report]) -> Vec<(&'static str, String)> {
         "unlocated_bytes",
         "promoted_bytes",
         "demoted_bytes",
+        "ping_pong_pages",
     ]);
     let mut tier_bytes = Table::new(&["profile", "interval", "tier", "bytes"]);
     let mut site_intervals = Table::new(&["profile", "id", "interval", "measure", "value"]);
-    let mut moved = Table::new(&["profile", "id", "label", "promoted_bytes", "demoted_bytes"]);
+    let mut moved = Table::new(&[
+        "profile",
+        "id",
+        "label",
+        "promoted_bytes",
+        "demoted_bytes",
+        "ping_pong_pages",
+    ]);
+    let mut levels = Table::new(&[
+        "profile",
+        "tier",
+        "level",
+        "accesses",
+        "share",
+        "weight",
+        "mean_weight",
+        "tlb_miss_share",
+        "hitm_share",
+    ]);
     let mut pages = Table::new(&[
         "profile",
         "detail",
@@ -288,6 +307,7 @@ pub fn tables(reports: &[Report]) -> Vec<(&'static str, String)> {
                 t.unlocated_bytes[i].to_string(),
                 opt(m.map(|m| m.promoted_bytes[i])),
                 opt(m.map(|m| m.demoted_bytes[i])),
+                opt(m.and_then(|m| m.ping_pong_pages.as_ref().map(|p| p[i]))),
             ]);
             for (tier, bytes) in t.resident_by_tier.iter().flatten().enumerate() {
                 tier_bytes.row([
@@ -338,6 +358,7 @@ pub fn tables(reports: &[Report]) -> Vec<(&'static str, String)> {
                 s.label.clone(),
                 s.promoted_bytes.to_string(),
                 s.demoted_bytes.to_string(),
+                opt(s.ping_pong_pages),
             ]);
         }
         match &r.pages {
@@ -370,6 +391,33 @@ pub fn tables(reports: &[Report]) -> Vec<(&'static str, String)> {
                 ]);
             }
         }
+        let all = r
+            .latency
+            .levels
+            .iter()
+            .map(|rows| ("all".to_string(), rows));
+        let per_tier = r
+            .latency
+            .levels_by_tier
+            .iter()
+            .flatten()
+            .enumerate()
+            .map(|(t, rows)| (t.to_string(), rows));
+        for (tier, rows) in all.chain(per_tier) {
+            for l in rows {
+                levels.row([
+                    p.clone(),
+                    tier.clone(),
+                    l.level.clone(),
+                    l.accesses.to_string(),
+                    l.share.to_string(),
+                    l.weight.to_string(),
+                    opt(l.mean_weight),
+                    l.tlb_miss_share.to_string(),
+                    l.hitm_share.to_string(),
+                ]);
+            }
+        }
         for t in r.latency.by_tier.iter().flatten() {
             latency.row([
                 p.clone(),
@@ -396,6 +444,7 @@ pub fn tables(reports: &[Report]) -> Vec<(&'static str, String)> {
         ("migrations_by_site.csv", moved.text),
         ("pages.csv", pages.text),
         ("latency.csv", latency.text),
+        ("levels.csv", levels.text),
     ]
 }
 
@@ -439,7 +488,7 @@ mod tests {
                 .lines()
                 .nth(2)
                 .unwrap()
-                .ends_with(",0,4096"),
+                .ends_with(",0,4096,"),
             "demoted"
         );
         assert_eq!(get("tier_bytes.csv").lines().count(), 1 + 2 * 2);
@@ -453,5 +502,21 @@ mod tests {
             let columns = text.lines().next().unwrap().split(',').count();
             assert!(columns >= 4, "{name} has a header");
         }
+    }
+
+    #[test]
+    fn recorded_moves_and_levels_have_their_columns() {
+        let r = build(&Input {
+            label: "c.json".into(),
+            profile: crate::report::test_profiles::recorded(),
+            live: None,
+        });
+        let tables = tables(&[r]);
+        let get = |name: &str| &tables.iter().find(|(n, _)| *n == name).unwrap().1;
+        assert!(get("intervals.csv").contains(",8192,0,2\n"), "interval 3");
+        assert!(get("migrations_by_site.csv").ends_with(",16384,8192,3\n"));
+        let levels = get("levels.csv");
+        assert_eq!(levels.lines().count(), 1 + 3 + 2);
+        assert!(levels.contains("c.json,1,cxl,2,1,1200,600,0.5,0\n"));
     }
 }

@@ -8,11 +8,12 @@
 //! and JSON (the [`Report`] serialized as is). One job per file:
 //!
 //! - [`figures`]: the summary, the sites ranked by accesses with their lifetimes and tiers,
-//!   each tier's top sites; [`latency`]: latency by tier;
+//!   each tier's top sites; [`latency`]: latency and data source by tier;
 //! - [`curve`]: how much fast memory the program needs, per advise algorithm, and the share
 //!   the run actually got where it had tiers;
-//! - [`timeline`]: accesses, live bytes per tier and per site, and the migrations derived
-//!   from each site's bytes per tier, interval by interval;
+//! - [`timeline`]: accesses, live bytes per tier and per site, and the migrations (recorded
+//!   page by page with their ping-pong, or derived from each site's bytes per tier in older
+//!   profiles), interval by interval;
 //! - [`pages`]: touches per page and reuse times, for sources with page detail;
 //! - [`charts`]: the SVG charts.
 //!
@@ -135,5 +136,26 @@ mod tests {
         assert_eq!(human_seconds(185.0), "3 min 5 s");
         assert_eq!(human_seconds(f64::NAN), "-");
         assert_eq!(human_seconds(0.0), "< 1 µs");
+    }
+
+    /// `--json` is the report serialized: the recorded moves and the data sources are in it.
+    #[test]
+    fn the_json_has_the_recorded_moves_and_data_sources() {
+        let r = build(&Input {
+            label: "c.json".into(),
+            profile: test_profiles::recorded(),
+            live: None,
+        });
+        let json = serde_json::to_value(&r).unwrap();
+        let m = &json["over_time"]["migrations"];
+        assert_eq!(m["known"], "recorded");
+        assert_eq!(m["ping_pong_pages"], serde_json::json!([0, 0, 1, 2]));
+        assert_eq!(m["total_ping_pong_pages"], 3);
+        assert_eq!(m["sites"][0]["ping_pong_pages"], 3);
+        let l = &json["latency"];
+        assert_eq!(l["by_tier_from"], "recorded");
+        assert_eq!(l["levels"][2]["level"], "cxl");
+        assert_eq!(l["levels_by_tier"][0][0]["mean_weight"], 200.0);
+        assert!(l["note"].as_str().unwrap().contains("data source"));
     }
 }

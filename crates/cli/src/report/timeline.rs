@@ -2,13 +2,16 @@
 //! bytes were per tier, live bytes per site (the seed's allocation timeline, Fig. 7), and the
 //! migrations the tiering made (Figs. 9 and 10), derived from each site's bytes per tier.
 //!
-//! Migrations are not recorded: a site's bytes per tier are, at every interval's end. Between
-//! two consecutive looks, tier 0 gaining bytes while the slower tiers lose them is a promotion
-//! of the smaller of the two amounts, and the reverse a demotion. That is a lower bound and an
-//! approximation: pages moved and moved back within an interval, and objects born in one tier
-//! while others of the site die in another, read as no move or as a move; objects born and
-//! freed between two looks are not seen at all. Pages moved more than once (ping-pong) are not
-//! in the profile: the report says so rather than guess.
+//! Migrations are recorded where the daemon followed each page's tier (`measurement.page_moves`
+//! set, objtier since issue 44): each site's pages found in a faster tier than at their last
+//! look (promoted), in a slower one (demoted), and of those, the pages that had changed tier
+//! before (moved more than once: ping-pong), per interval. Older profiles have only each site's
+//! bytes per tier at every interval's end, from which the moves are derived: between two
+//! consecutive looks, tier 0 gaining bytes while the slower tiers lose them is a promotion of
+//! the smaller of the two amounts, and the reverse a demotion. That is a lower bound and an
+//! approximation (pages moved and moved back within an interval, and objects born in one tier
+//! while others of the site die in another, read as no move or as a move), and it says nothing
+//! of ping-pong: the report says so rather than guess.
 
 use super::figures::{tier_count, SiteFigure};
 use objtier_profile::{Profile, Site};
@@ -50,13 +53,34 @@ pub struct SiteRow<T> {
     pub values: Vec<T>,
 }
 
+/// How a profile's migrations are known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MovesKnown {
+    /// Page by page, as the daemon saw them at its looks (ping-pong included).
+    Recorded,
+    /// From each site's bytes per tier at consecutive interval ends (no ping-pong).
+    Derived,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Migrations {
-    /// Bytes into tier 0 from slower tiers, and out of it, per interval (derived).
+    pub known: MovesKnown,
+    /// Bytes promoted and demoted per interval: recorded, into a faster tier and into a
+    /// slower one; derived, into tier 0 from slower tiers and out of it.
     pub promoted_bytes: Vec<u64>,
     pub demoted_bytes: Vec<u64>,
     pub total_promoted_bytes: u64,
     pub total_demoted_bytes: u64,
+    /// Pages moved more than once (ping-pong) per interval: of the pages promoted or demoted
+    /// in it, those that had changed tier before. `None` where derived.
+    pub ping_pong_pages: Option<Vec<u64>>,
+    pub total_ping_pong_pages: Option<u64>,
+    /// Pages moved over the run (promoted and demoted), where recorded.
+    pub total_moved_pages: Option<u64>,
+    /// The most pages of one process, at one look, that the daemon had no room to follow
+    /// (their moves are not counted), where recorded.
+    pub pages_not_followed: Option<u64>,
     /// Every site that moved, the most moved first.
     pub sites: Vec<SiteMoves>,
 }
@@ -67,6 +91,8 @@ pub struct SiteMoves {
     pub label: String,
     pub promoted_bytes: u64,
     pub demoted_bytes: u64,
+    /// Its pages moved more than once, where recorded.
+    pub ping_pong_pages: Option<u64>,
 }
 
 pub fn over_time(profile: &Profile, sites: &[SiteFigure]) -> OverTime {
@@ -183,7 +209,11 @@ pub fn over_time(profile: &Profile, sites: &[SiteFigure]) -> OverTime {
         live_by_site,
         live_other,
         allocations,
-        migrations: located.then(|| migrations(profile, sites)),
+        migrations: if profile.measurement.page_moves.is_some() {
+            Some(recorded_migrations(profile, sites))
+        } else {
+            located.then(|| migrations(profile, sites))
+        },
     }
 }
 
@@ -246,13 +276,68 @@ fn migrations(profile: &Profile, sites: &[SiteFigure]) -> Migrations {
                 label: f.label.clone(),
                 promoted_bytes: site_promoted,
                 demoted_bytes: site_demoted,
+                ping_pong_pages: None,
             });
         }
     }
     by_site.sort_by_key(|s| std::cmp::Reverse(s.promoted_bytes + s.demoted_bytes));
     Migrations {
+        known: MovesKnown::Derived,
         total_promoted_bytes: promoted.iter().sum(),
         total_demoted_bytes: demoted.iter().sum(),
+        promoted_bytes: promoted,
+        demoted_bytes: demoted,
+        ping_pong_pages: None,
+        total_ping_pong_pages: None,
+        total_moved_pages: None,
+        pages_not_followed: None,
+        sites: by_site,
+    }
+}
+
+/// The moves the daemon recorded page by page (`series.promoted_pages` and the columns beside).
+fn recorded_migrations(profile: &Profile, sites: &[SiteFigure]) -> Migrations {
+    const PAGE: u64 = objtier_wire::PAGE_SIZE as u64;
+    let n = profile.intervals.len();
+    let (mut promoted, mut demoted, mut ping_pong) = (vec![0u64; n], vec![0u64; n], vec![0u64; n]);
+    let mut by_site = Vec::new();
+    for f in sites {
+        let series = &profile.sites[f.index].series;
+        let mut total = objtier_profile::profile::PageMoves::default();
+        for (row, &interval) in series.interval.iter().enumerate() {
+            let moves = series.page_moves(row);
+            if interval < n {
+                promoted[interval] += moves.promoted * PAGE;
+                demoted[interval] += moves.demoted * PAGE;
+                ping_pong[interval] += moves.ping_pong;
+            }
+            total.add(moves);
+        }
+        if !total.is_zero() {
+            by_site.push(SiteMoves {
+                id: f.id.clone(),
+                label: f.label.clone(),
+                promoted_bytes: total.promoted * PAGE,
+                demoted_bytes: total.demoted * PAGE,
+                ping_pong_pages: Some(total.ping_pong),
+            });
+        }
+    }
+    by_site.sort_by_key(|s| std::cmp::Reverse(s.promoted_bytes + s.demoted_bytes));
+    let (total_promoted_bytes, total_demoted_bytes) =
+        (promoted.iter().sum::<u64>(), demoted.iter().sum::<u64>());
+    Migrations {
+        known: MovesKnown::Recorded,
+        total_promoted_bytes,
+        total_demoted_bytes,
+        total_moved_pages: Some((total_promoted_bytes + total_demoted_bytes) / PAGE),
+        total_ping_pong_pages: Some(ping_pong.iter().sum()),
+        ping_pong_pages: Some(ping_pong),
+        pages_not_followed: profile
+            .measurement
+            .page_moves
+            .as_ref()
+            .map(|f| f.pages_not_followed),
         promoted_bytes: promoted,
         demoted_bytes: demoted,
         sites: by_site,
@@ -305,6 +390,43 @@ mod tests {
         assert_eq!(m.sites[0].id, "S1");
         assert_eq!(m.sites[0].promoted_bytes, 100);
         assert_eq!(m.sites[1].demoted_bytes, 10);
+    }
+
+    #[test]
+    fn recorded_moves_and_ping_pong_are_read_not_derived() {
+        use objtier_profile::profile::{PageMoves, PageMovesFollowed};
+        let mut p = moving_profile();
+        p.measurement.page_moves = Some(PageMovesFollowed {
+            history_bytes_max: 1 << 20,
+            pages_not_followed: 3,
+        });
+        // Site 0: 2 pages promoted in interval 1, 1 demoted in 3 that had moved before.
+        p.sites[0].series = objtier_profile::profile::Series::default();
+        for (i, moves) in [(0, (0, 0, 0)), (1, (2, 0, 0)), (3, (0, 1, 1))] {
+            p.sites[0].series.push(i, 100, 1.0, None, None, 0);
+            p.sites[0].series.add_to_last_page_moves(PageMoves {
+                promoted: moves.0,
+                demoted: moves.1,
+                ping_pong: moves.2,
+            });
+        }
+        let s = sites(&p);
+        let m = over_time(&p, &s).migrations.unwrap();
+        assert_eq!(m.known, MovesKnown::Recorded);
+        assert_eq!(m.promoted_bytes, [0, 8192, 0, 0, 0]);
+        // The other site's bytes per tier changed too, but recorded moves are not derived.
+        assert_eq!(m.demoted_bytes, [0, 0, 0, 4096, 0]);
+        assert_eq!(m.ping_pong_pages, Some(vec![0, 0, 0, 1, 0]));
+        assert_eq!(m.total_ping_pong_pages, Some(1));
+        assert_eq!(m.total_moved_pages, Some(3));
+        assert_eq!(m.pages_not_followed, Some(3));
+        assert_eq!(m.sites.len(), 1);
+        assert_eq!(m.sites[0].ping_pong_pages, Some(1));
+        // A derived one says it has no ping-pong.
+        let d = over_time(&moving_profile(), &sites(&moving_profile()))
+            .migrations
+            .unwrap();
+        assert_eq!((d.known, d.ping_pong_pages), (MovesKnown::Derived, None));
     }
 
     #[test]

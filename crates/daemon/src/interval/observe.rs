@@ -50,8 +50,7 @@ impl Daemon {
                         continue;
                     };
                     if let Some(p) = self.processes.get_mut(id) {
-                        let mine =
-                            p.attribute_as(o.start, o.end, o.weight, o.time_ns, o.kind, o.latency);
+                        let mine = p.attribute_observed(&o);
                         p.sampled |= mine > 0.0;
                         attributed += mine;
                         if p.recorder.is_some() {

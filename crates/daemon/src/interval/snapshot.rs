@@ -236,7 +236,11 @@ impl Daemon {
             // A process known to have exited is not asked (its pid may be another's now).
             let mut failed = p.exited().then_some(-libc::ESRCH);
             let pid = p.pid;
-            let (records, advice) = p.objects.records_and_advice_mut();
+            // A profiled process's recorder follows each located page's tier (its moves, and
+            // the tier of a sampled page); its small-object blocks are a site of their own.
+            let blocks = (tiers > 1 && p.recorder.is_some()).then(|| p.objects.blocks().clone());
+            let (table, advice) = p.objects.records_and_advice_mut();
+            let mut recorder = p.recorder.as_mut().filter(|_| blocks.is_some());
             // A process whose pages must not move (`--no-migrate`): every record stays where
             // it is, as scratch memory would, and counts against its tier's budget there.
             let pinned = if p.no_migrate {
@@ -265,7 +269,7 @@ impl Daemon {
                     });
                 };
             // Each record is aged as the pass reaches it, before it becomes a candidate.
-            let mut records = records
+            let mut records = table
                 .iter_mut()
                 .map(|(start, record)| {
                     age(aggregate, record);
@@ -309,11 +313,23 @@ impl Daemon {
                     } else {
                         ResidentPages::from_bytes(&resident)
                     };
+                    if let (Some(r), Some(blocks), None) = (recorder.as_mut(), &blocks, failed) {
+                        let key = crate::recorder::SiteKey::of_record(record.site, start, blocks);
+                        let pages = &status[first_page..first_page + n];
+                        r.pages_located(key, start, pages.iter().map(|&s| tier_of(s)));
+                    }
                     candidate(start, record, resident, first_page);
                     first_page += n;
                 }
             }
             drop(records);
+            if let Some(r) = recorder {
+                r.pages_look_done(|start, pages| {
+                    table
+                        .get(start)
+                        .is_some_and(|r| r.len / PAGE_SIZE as u64 == pages as u64)
+                });
+            }
             for (ours, process) in ours_by_tier.iter_mut().zip(&process_resident) {
                 *ours += process;
             }

@@ -680,6 +680,7 @@ fn a_new_object_is_planned_at_the_end_of_the_interval_it_was_sampled_in() {
         );
         let seen = crate::source::Observation {
             latency: None,
+            data_source: None,
             pid,
             start: new,
             end: new + MIB,
@@ -748,6 +749,7 @@ fn a_record_seen_accessed_as_it_moves_does_not_disprove_its_sites_placement() {
     let pid = p.pid;
     let seen = |start: u64| crate::source::Observation {
         latency: None,
+        data_source: None,
         pid,
         start,
         end: start + MIB,
@@ -780,6 +782,7 @@ fn triggers_wait_for_the_first_samples() {
     let pid = daemon.processes.values().next().unwrap().pid;
     let seen = crate::source::Observation {
         latency: None,
+        data_source: None,
         pid,
         start: hot,
         end: hot + 2 * MIB,
@@ -1335,4 +1338,71 @@ fn a_short_lived_site_is_remembered_and_sampled_from_the_next_runs_start() {
     assert!(stored.is_empty(), "saved at the interval: {stored:?}");
     daemon.detach(1);
     assert!(SiteStore::new(store_dir).load(&program).is_empty());
+}
+
+/// A profiled process's pages are followed from look to look: pages the kernel moved count as
+/// promoted or demoted in the interval they were found moved, those moved before as ping-pong;
+/// a sample of a page is counted in the tier the page was found in.
+#[test]
+fn a_profiled_process_s_page_moves_and_sampled_tiers_are_recorded() {
+    use crate::recorder::{Footprint, Recorder};
+    use objtier_sys::perf::datasrc::{DataSource, MemLevel};
+    let sys = tempfile::tempdir().unwrap();
+    let fake = Arc::new(Mutex::new(RecordingPageMover::default()));
+    let (mut p, _peer) = process();
+    let base = 0x7000_0000_0000u64;
+    object_on(&p, &fake, base, 4 * 4096, 1);
+    p.drain();
+    // Profiled, observe-only: the daemon moves nothing of it; the "kernel" does.
+    p.recorder = Some(Recorder::new(1, Arc::new(Footprint::default())));
+    p.no_migrate = true;
+    let (pid, id) = (p.pid, p.id);
+    let mut daemon = daemon_with(two_tiers(64 * MIB, 64 * MIB), p, &fake, &sys);
+    let look = |daemon: &mut Daemon, interval: usize| {
+        let snapshot = daemon.snapshot();
+        daemon.buffers = snapshot.into_buffers();
+        let p = daemon.processes.get_mut(&id).unwrap();
+        let recorder = p.recorder.as_mut().unwrap();
+        recorder.end_interval(interval, &Default::default());
+    };
+    look(&mut daemon, 0);
+    // NUMA balancing promotes the first two pages...
+    fake.lock().unwrap().place(pid, base, 2 * 4096, 0);
+    look(&mut daemon, 1);
+    // ... reclaim demotes the first again, and NUMA balancing promotes the fourth.
+    fake.lock().unwrap().place(pid, base, 4096, 1);
+    fake.lock().unwrap().place(pid, base + 3 * 4096, 4096, 0);
+    look(&mut daemon, 2);
+    // A PEBS sample of the second page (in tier 0) from DRAM.
+    let p = daemon.processes.get_mut(&id).unwrap();
+    let sample = crate::source::Observation {
+        pid,
+        start: base + 4096,
+        end: base + 2 * 4096,
+        weight: 1.0,
+        kind: crate::source::AccessKind::Load,
+        latency: Some(300.0),
+        data_source: Some(DataSource {
+            level: MemLevel::Ram,
+            ..DataSource::default()
+        }),
+        time_ns: 1,
+    };
+    assert_eq!(p.attribute_observed(&sample), 1.0);
+    let done = p.recorder.take().unwrap().finish(
+        |_| Some(vec!["/bin/app+0x10".into()]),
+        std::iter::empty(),
+        Some(3),
+    );
+    let site = &done.sites[0];
+    // Its object was live before the recorder began (not announced to it): the site's rows
+    // begin with its first moves.
+    assert_eq!(site.series.interval, [1, 2, 3]);
+    assert_eq!(site.series.promoted_pages, Some(vec![2, 1, 0]));
+    assert_eq!(site.series.demoted_pages, Some(vec![0, 1, 0]));
+    // The first page had moved before; the fourth had not.
+    assert_eq!(site.series.ping_pong_pages, Some(vec![0, 1, 0]));
+    assert_eq!(site.memory_levels_by_tier.len(), 1, "tier 0 only");
+    assert_eq!(site.memory_levels_by_tier[0]["ram"].weight, 300.0);
+    assert_eq!(done.page_moves.unwrap().pages_not_followed, 0);
 }

@@ -301,27 +301,22 @@ impl Process {
     /// Adds `weight` sampled accesses spread over `[start, end)` to the overlapping records,
     /// in proportion to overlap. Returns the weight that landed on records.
     pub fn attribute(&mut self, start: u64, end: u64, weight: f64, time_ns: u64) -> f64 {
-        self.attribute_as(
+        self.attribute_observed(&crate::source::Observation {
+            pid: self.pid,
             start,
             end,
             weight,
+            kind: crate::source::AccessKind::Any,
+            latency: None,
+            data_source: None,
             time_ns,
-            crate::source::AccessKind::Any,
-            None,
-        )
+        })
     }
 
-    /// [`Process::attribute`], for accesses of `kind` with a `latency` weight where the source
-    /// has one: a profiled process's recorder hears of each share by site.
-    pub fn attribute_as(
-        &mut self,
-        start: u64,
-        end: u64,
-        weight: f64,
-        time_ns: u64,
-        kind: crate::source::AccessKind,
-        latency: Option<f64>,
-    ) -> f64 {
+    /// [`Process::attribute`] of an observation, with what it says of the kind of access, its
+    /// latency and its data source: a profiled process's recorder hears of each share by site.
+    pub fn attribute_observed(&mut self, o: &crate::source::Observation) -> f64 {
+        let (start, end, weight, time_ns) = (o.start, o.end, o.weight, o.time_ns);
         if end <= start || weight <= 0.0 {
             return 0.0;
         }
@@ -340,17 +335,22 @@ impl Process {
                 record.last_access_ns = record.last_access_ns.max(time_ns);
                 attributed += share;
                 if let Some(r) = recorder.as_mut() {
-                    let in_block = record.site == 0
-                        && blocks
-                            .range(..=record_start)
-                            .next_back()
-                            .is_some_and(|(&s, &l)| record_start < s + l);
-                    let key = if in_block {
-                        crate::recorder::SiteKey::SmallObjects
-                    } else {
-                        crate::recorder::SiteKey::of_object(record.site)
-                    };
-                    r.accessed(key, kind, share, latency.map(|l| l * share / weight));
+                    let key =
+                        crate::recorder::SiteKey::of_record(record.site, record_start, blocks);
+                    let latency = o.latency.map(|l| l * share / weight);
+                    r.accessed(key, o.kind, share, latency);
+                    if let Some(source) = o.data_source {
+                        // The sampled page's tier: its own, where the pages were followed,
+                        // else the record's where all its pages are in one.
+                        let tier = r.page_tier(record_start, overlap_start).or_else(|| {
+                            let mut tiers = (0..3).filter(|&t| record.resident.pages(t) > 0);
+                            match (record.resident.known(), tiers.next(), tiers.next()) {
+                                (true, Some(t), None) => Some(t),
+                                _ => None,
+                            }
+                        });
+                        r.served_by(key, source, share, latency, tier);
+                    }
                 }
             }
         }

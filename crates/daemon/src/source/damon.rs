@@ -78,6 +78,7 @@ impl Accumulator {
             .into_iter()
             .map(|((pid, start, end), (sum, time_ns))| Observation {
                 latency: None,
+                data_source: None,
                 pid,
                 start,
                 end,

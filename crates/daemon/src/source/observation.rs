@@ -4,6 +4,7 @@ use serde::Serialize;
 use std::time::Duration;
 
 pub use objtier_sys::damon::Target;
+pub use objtier_sys::perf::datasrc::{DataSource, MemLevel};
 
 /// What an observation says about the kind of access, where the source knows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -28,6 +29,9 @@ pub struct Observation {
     /// The source's weight of these accesses summed (PEBS load latency, in core cycles), where
     /// it has one: profiles keep it per site.
     pub latency: Option<f64>,
+    /// The memory level that served them, and whether they missed the TLB, where the source
+    /// says (perf's data source): profiles keep the samples per site and level.
+    pub data_source: Option<DataSource>,
     /// When (`CLOCK_MONOTONIC` ns) the accesses were seen: the latest sample's own time where
     /// the source samples one by one (perf), else when the source looked (DAMON's snapshot,
     /// the proc source's scan). A record's last access is the latest of these.

@@ -17,6 +17,7 @@
 
 use super::observation::{AccessKind, Observation, Source, Target};
 use crate::config::DaemonConfig;
+use objtier_sys::perf::datasrc::{self, DataSource};
 use objtier_sys::perf::event::{AddressFrom, SampleEvent};
 use objtier_sys::perf::ring::{PerfRing, Record};
 use objtier_sys::perf::sample::{is_kernel_address, parse_ibs_op_raw, MemOp};
@@ -45,9 +46,11 @@ pub struct PerfSource {
 #[derive(Default)]
 struct Tally {
     pids: HashSet<u32>,
-    /// (pid, page, is_store) -> samples this interval, the latest one's time (0: the sample
-    /// had none, it counts as seen when observed), and the samples' weights (latency) summed.
-    pending: HashMap<(u32, u64, bool), (u32, u64, u64)>,
+    /// (pid, page, is_store, data source) -> samples this interval, the latest one's time (0:
+    /// the sample had none, it counts as seen when observed), and the samples' weights
+    /// (latency) summed. A page's samples from different levels stay apart (a handful of keys
+    /// at most: the level and the TLB bit).
+    pending: HashMap<PageKey, (u32, u64, u64)>,
     lost: u64,
     /// Samples that had no data address, or a process not attached.
     ignored: u64,
@@ -56,8 +59,22 @@ struct Tally {
     kernel: u64,
 }
 
+/// Samples of one page are counted together when they agree on these: process, page, whether
+/// a store, and data source.
+type PageKey = (u32, u64, bool, Option<DataSource>);
+
+/// What one sample says besides its process and address.
+struct Counted {
+    op: MemOp,
+    time_ns: u64,
+    /// Its latency, where the PMU weighs samples.
+    weight: u64,
+    /// Its data source, where the sample has one (`PERF_SAMPLE_DATA_SRC`).
+    source: Option<DataSource>,
+}
+
 impl Tally {
-    fn count(&mut self, pid: u32, addr: u64, op: MemOp, time_ns: u64, weight: u64) {
+    fn count(&mut self, pid: u32, addr: u64, sample: Counted) {
         if is_kernel_address(addr) {
             self.kernel += 1;
             return;
@@ -69,11 +86,11 @@ impl Tally {
         let page = addr & !(PAGE_SIZE as u64 - 1);
         let (samples, latest, weights) = self
             .pending
-            .entry((pid, page, op == MemOp::Store))
+            .entry((pid, page, sample.op == MemOp::Store, sample.source))
             .or_default();
         *samples += 1;
-        *latest = (*latest).max(time_ns);
-        *weights = weights.saturating_add(weight);
+        *latest = (*latest).max(sample.time_ns);
+        *weights = weights.saturating_add(sample.weight);
     }
 
     /// One record of a ring of an event whose addresses come `from` there.
@@ -95,7 +112,16 @@ impl Tally {
                     // SPE writes no samples; its data comes as AUX chunks.
                     AddressFrom::SpeAux => (0, MemOp::Unknown),
                 };
-                self.count(s.pid, addr, op, s.time, s.weight);
+                self.count(
+                    s.pid,
+                    addr,
+                    Counted {
+                        op,
+                        time_ns: s.time,
+                        weight: s.weight,
+                        source: s.data_src.map(datasrc::decode),
+                    },
+                );
             }
             Record::Aux { pid, record, data } => {
                 if record.truncated() {
@@ -106,7 +132,16 @@ impl Tally {
                     Some(pid) => {
                         for a in accesses {
                             // SPE packets carry no time on the daemon's clock.
-                            self.count(pid, a.addr, a.op, 0, 0);
+                            self.count(
+                                pid,
+                                a.addr,
+                                Counted {
+                                    op: a.op,
+                                    time_ns: 0,
+                                    weight: 0,
+                                    source: None,
+                                },
+                            );
                         }
                     }
                     None => self.ignored += accesses.len() as u64,
@@ -355,12 +390,13 @@ impl Source for PerfSource {
             .pending
             .drain()
             .map(
-                |((pid, page, store), (samples, latest, weights))| Observation {
+                |((pid, page, store, source), (samples, latest, weights))| Observation {
                     pid,
                     start: page,
                     end: page + PAGE_SIZE as u64,
                     weight: samples as f64,
                     latency: (weights > 0).then_some(weights as f64),
+                    data_source: source,
                     kind: if store {
                         AccessKind::Store
                     } else {
@@ -601,6 +637,56 @@ mod tests {
             .record(AddressFrom::SampleAddr, Record::Sample(pebs));
         assert!(perf.observe().unwrap().is_empty());
         assert_eq!(perf.kernel_samples(), 3);
+    }
+
+    /// A page's PEBS samples are kept apart by data source (decoded: the level, the TLB miss),
+    /// each group with its latency summed; a sample without one has none.
+    #[test]
+    fn samples_keep_their_data_source_and_latency() {
+        use objtier_sys::perf::datasrc::MemLevel;
+        let mut perf = source(&[5]);
+        // Two loads from the real capture's L3 word (one after a TLB miss) and one from
+        // local DRAM, on one page; one sample with no data source.
+        for (data_src, weight) in [
+            (Some(0x106_6810_0842), 70),
+            (Some(0x106_6810_0842), 80),
+            (Some(0x106_5010_0842), 240),
+            (Some(0x2 | (0x80 | 0x2) << 5), 400),
+            (None, 0),
+        ] {
+            let sample = Sample {
+                pid: 5,
+                addr: 0x7f00_0000_3008,
+                weight,
+                data_src,
+                ..Sample::default()
+            };
+            perf.tally
+                .record(AddressFrom::SampleAddr, Record::Sample(sample));
+        }
+        type Seen = (Option<(MemLevel, bool)>, f64, Option<f64>);
+        let mut observed: Vec<Seen> = perf
+            .observe()
+            .unwrap()
+            .into_iter()
+            .map(|o| {
+                (
+                    o.data_source.map(|d| (d.level, d.tlb_miss)),
+                    o.weight,
+                    o.latency,
+                )
+            })
+            .collect();
+        observed.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+        assert_eq!(
+            observed,
+            [
+                (None, 1.0, None),
+                (Some((MemLevel::L3, false)), 2.0, Some(150.0)),
+                (Some((MemLevel::L3, true)), 1.0, Some(240.0)),
+                (Some((MemLevel::Ram, false)), 1.0, Some(400.0)),
+            ]
+        );
     }
 
     /// An observation carries its latest sample's time (on the daemon's clock: the events ask

@@ -372,6 +372,7 @@ impl<K: RefsKernel> ProcSource<K> {
         }
         out.extend(runs.into_iter().map(|(start, end)| Observation {
             latency: None,
+            data_source: None,
             pid,
             start,
             end,
@@ -423,6 +424,7 @@ impl<K: RefsKernel> ProcSource<K> {
             let (written_pages, unwritten_pages) = (pages(&written), pages(&unwritten));
             out.extend(written.into_iter().map(|(start, end)| Observation {
                 latency: None,
+                data_source: None,
                 pid,
                 start,
                 end,
@@ -445,6 +447,7 @@ impl<K: RefsKernel> ProcSource<K> {
             };
             out.extend(unwritten.into_iter().map(|(start, end)| Observation {
                 latency: None,
+                data_source: None,
                 pid,
                 start,
                 end,

@@ -7,6 +7,7 @@
 //!   buffer, with an AUX area for Arm SPE.
 //! - [`aux`]: reading the AUX area: the chunks `PERF_RECORD_AUX` announces, across its wrap.
 //! - [`sample`]: decoding sample records (perf's layout, data sources, IBS raw registers).
+//! - [`datasrc`]: the memory level a sample's data source word names.
 //! - [`spe`]: decoding Arm SPE packets.
 //!
 //! Counting needs a hardware PMU (most VMs and containers have none) and the right to count
@@ -14,6 +15,7 @@
 //! missing, [`LlcCounters::open`] says which, and what to do.
 
 pub mod aux;
+pub mod datasrc;
 pub mod event;
 pub mod ring;
 pub mod sample;

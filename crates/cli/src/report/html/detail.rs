@@ -1,5 +1,5 @@
-//! Sections 5 and 6: pages (touches and reuse, where the source has page detail) and latency
-//! by tier (where it weighs its samples).
+//! Sections 5 and 6: pages (touches and reuse, where the source has page detail), and latency
+//! and data source by level and tier (where the source records them).
 
 use super::{capitalized, chart, count, esc, pct_axis, source_note};
 use crate::report::charts;
@@ -65,25 +65,23 @@ pub(super) fn pages(
 
 pub(super) fn latency(h: &mut String, r: &Report) -> Result<(), Box<dyn std::error::Error>> {
     let l = &r.latency;
-    let Some(unit) = &l.weight_unit else {
+    if l.weight_unit.is_none() && l.levels.is_none() {
+        write!(h, "<p class=\"absent\">{}</p>", esc(&l.note))?;
+        return Ok(());
+    }
+    source_note(h, r)?;
+    write!(h, "<p class=\"note\">{}</p>", esc(&l.note))?;
+    let unit = l.weight_unit.as_deref().unwrap_or("weight");
+    if l.weight_unit.is_some() {
         write!(
             h,
-            "<p class=\"absent\">Source {} records no latency: only perf profiles have it (the \
-             load latency PEBS reports with each sample, <code>site.weight</code>). Profile \
-             with <code>--source perf</code> on a machine with PEBS for this section.</p>",
-            esc(r.summary.source)
+            "<p>{:.0} {} over the samples{}.</p>",
+            l.total_weight,
+            esc(unit),
+            l.mean_weight
+                .map_or(String::new(), |m| format!(", {m:.0} per sample on average"))
         )?;
-        return Ok(());
-    };
-    source_note(h, r)?;
-    write!(
-        h,
-        "<p>{:.0} {} over the samples{}.</p>",
-        l.total_weight,
-        esc(unit),
-        l.mean_weight
-            .map_or(String::new(), |m| format!(", {m:.0} per sample on average"))
-    )?;
+    }
     match &l.by_tier {
         Some(tiers) => {
             h.push_str(
@@ -103,17 +101,34 @@ pub(super) fn latency(h: &mut String, r: &Report) -> Result<(), Box<dyn std::err
                 )?;
             }
             h.push_str("</table>");
+            h.push_str(if l.by_tier_from == Some("recorded") {
+                "<p class=\"note\">By tier as recorded: each sample counted in the tier its \
+                 page was in when the daemon last located it (samples of pages not yet located \
+                 are left out).</p>"
+            } else {
+                "<p class=\"note\">The profile does not record each sample's tier: latency is \
+                 split among the tiers as the sites' accesses are, by where their pages were.</p>"
+            });
         }
-        None => h.push_str(
+        None if l.weight_unit.is_some() => h.push_str(
             "<p class=\"absent\">Latency by tier is not known: the profile does not say where \
              its pages were.</p>",
         ),
+        None => {}
     }
-    h.push_str(
-        "<p class=\"note\">The profile does not record each sample's data source (the memory \
-         level perf reports): latency is split among the tiers as the sites' accesses are, by \
-         where their pages were.</p>",
-    );
+    if let Some(levels) = &l.levels {
+        h.push_str("<h3>Data source: the memory level that served the samples</h3>");
+        level_table(h, levels, unit)?;
+    }
+    for (tier, levels) in l.levels_by_tier.iter().flatten().enumerate() {
+        if !levels.is_empty() {
+            write!(
+                h,
+                "<h3>Data source of the samples of pages in tier {tier}</h3>"
+            )?;
+            level_table(h, levels, unit)?;
+        }
+    }
     if !l.sites.is_empty() {
         h.push_str(
             "<table><tr><th>site</th><th class=\"n\">latency</th><th class=\"n\">share</th>\
@@ -133,5 +148,36 @@ pub(super) fn latency(h: &mut String, r: &Report) -> Result<(), Box<dyn std::err
         }
         h.push_str("</table>");
     }
+    Ok(())
+}
+
+/// Samples by memory level, nearest the core first.
+fn level_table(
+    h: &mut String,
+    levels: &[crate::report::latency::LevelRow],
+    unit: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    write!(
+        h,
+        "<table><tr><th>level</th><th class=\"n\">samples</th><th class=\"n\">share</th>\
+         <th class=\"n\">mean {}</th><th class=\"n\">TLB misses</th>\
+         <th class=\"n\" title=\"the line was modified in another core's cache\">HITM</th></tr>",
+        esc(unit)
+    )?;
+    for row in levels {
+        write!(
+            h,
+            "<tr><td title=\"{}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(&row.meaning),
+            esc(&row.level),
+            count(row.accesses),
+            percent(row.share),
+            row.mean_weight.map_or("-".into(), |m| format!("{m:.0}")),
+            percent(row.tlb_miss_share),
+            percent(row.hitm_share)
+        )?;
+    }
+    h.push_str("</table>");
     Ok(())
 }

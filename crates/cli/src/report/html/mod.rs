@@ -332,16 +332,20 @@ mod tests {
         located.peak_footprint_bytes = 5 << 20;
         let mut bare = profile(1, 0);
         bare.sites = vec![site("/bin/app+0x10", 4096, &[])];
-        let reports: Vec<Report> = [("a.json", located), ("b.json", bare)]
-            .into_iter()
-            .map(|(label, profile)| {
-                build(&Input {
-                    label: label.into(),
-                    profile,
-                    live: None,
-                })
+        let reports: Vec<Report> = [
+            ("a.json", located),
+            ("b.json", bare),
+            ("c.json", crate::report::test_profiles::recorded()),
+        ]
+        .into_iter()
+        .map(|(label, profile)| {
+            build(&Input {
+                label: label.into(),
+                profile,
+                live: None,
             })
-            .collect();
+        })
+        .collect();
         let html = document(&reports).unwrap();
         for id in [
             "summary",
@@ -365,8 +369,16 @@ mod tests {
             "a's migrations"
         );
         assert!(html.contains("The profile has no accesses"), "b has none");
-        assert!(html.contains("Pages moved more than once (ping-pong) are not in the profile yet"));
+        assert!(html.contains("Pages moved more than once (ping-pong) are not in this profile"));
         assert!(html.contains("This profile has no page detail (source damon)"));
-        assert!(html.contains("Source damon records no latency"));
+        assert!(html.contains("Source damon records neither latency nor data source"));
+        // c: moves recorded page by page, with ping-pong; data sources by tier.
+        assert!(html.contains("recorded page by page"));
+        assert!(html.contains("<b>Ping-pong</b>: 3 moves were of pages"));
+        assert!(html.contains("Ping-pong: moves of pages that had moved before"));
+        assert!(html.contains("Data source: the memory level that served the samples"));
+        assert!(html.contains("Data source of the samples of pages in tier 1"));
+        assert!(html.contains("title=\"CXL-attached memory\">cxl</td>"));
+        assert!(html.contains("By tier as recorded"));
     }
 }

@@ -1,11 +1,12 @@
 //! Section 4: the run over time: accesses per site, bytes per tier and per site, objects
-//! allocated, and the derived migrations.
+//! allocated, and the migrations (recorded with their ping-pong, or derived).
 
 use super::{
     area_legend, byte_unit, chart, in_byte_unit, legend, number_axis, source_note, tier_color,
     Swatch,
 };
 use crate::report::charts::{self, PALETTE};
+use crate::report::timeline::MovesKnown;
 use crate::report::{human_bytes, Report};
 use plotters::style::RGBColor;
 use std::fmt::Write;
@@ -200,16 +201,30 @@ pub(super) fn over_time(
             let up: Vec<f64> = m.promoted_bytes.iter().map(|&b| b as f64 / size).collect();
             let down: Vec<f64> = m.demoted_bytes.iter().map(|&b| b as f64 / size).collect();
             let unit = format!("bytes moved ({name})");
+            let recorded = m.known == MovesKnown::Recorded;
+            let (title, up_name, down_name) = if recorded {
+                (
+                    "Promoted (up) and demoted (down) bytes per interval, recorded page by page",
+                    "promoted into a faster tier",
+                    "demoted into a slower tier",
+                )
+            } else {
+                (
+                    "Promoted (up) and demoted (down) bytes per interval, derived",
+                    "promoted into tier 0",
+                    "demoted out of tier 0",
+                )
+            };
             chart(
                 h,
                 charts::up_down(
                     (width, 320),
                     &charts::UpDown {
-                        title: "Promoted (up) and demoted (down) bytes per interval, derived",
+                        title,
                         y_label: &unit,
                         intervals: &t.intervals,
-                        up: ("promoted into tier 0", &up, charts::FAST),
-                        down: ("demoted out of tier 0", &down, charts::SLOW),
+                        up: (up_name, &up, charts::FAST),
+                        down: (down_name, &down, charts::SLOW),
                         y_format: &number_axis,
                     },
                 )?,
@@ -217,29 +232,115 @@ pub(super) fn over_time(
             legend(
                 h,
                 &[
-                    ("promoted into tier 0".into(), charts::FAST, Swatch::Area),
-                    ("demoted out of tier 0".into(), charts::SLOW, Swatch::Area),
+                    (up_name.into(), charts::FAST, Swatch::Area),
+                    (down_name.into(), charts::SLOW, Swatch::Area),
                 ],
             );
-            write!(
-                h,
-                "<p>{} promoted into tier 0 and {} demoted out of it, over the run. \
+            if recorded {
+                ping_pong(h, t, m, width)?;
+            } else {
+                write!(
+                    h,
+                    "<p>{} promoted into tier 0 and {} demoted out of it, over the run. \
                  <b>Derived and approximate</b>: from each site's bytes per tier at consecutive \
                  interval ends (tier 0 gaining what the slower tiers lost); moves within an \
                  interval, and objects born and freed between two looks, are not seen.</p>",
-                human_bytes(m.total_promoted_bytes),
-                human_bytes(m.total_demoted_bytes)
-            )?;
+                    human_bytes(m.total_promoted_bytes),
+                    human_bytes(m.total_demoted_bytes)
+                )?;
+                h.push_str(
+                    "<p class=\"note\">Pages moved more than once (ping-pong) are not in this \
+                     profile: it records where each site's pages were at every interval's end, \
+                     not each page's moves (an objtier before page histories, or a profile \
+                     without tiers), so this report gives no number for them.</p>",
+                );
+            }
         }
         None => h.push_str(
-            "<p class=\"absent\">Not known: migrations are derived from the sites' bytes per \
-             tier over time, which this profile does not record.</p>",
+            "<p class=\"absent\">Not known: the profile records neither its pages' moves nor \
+             its sites' bytes per tier over time, from which they could be derived.</p>",
         ),
     }
-    h.push_str(
-        "<p class=\"note\">Pages moved more than once (ping-pong) are not in the profile yet: \
-         it records where each site's pages were at every interval's end, not each page's \
-         moves, so this report gives no number for them.</p>",
-    );
+    Ok(())
+}
+
+/// Recorded moves: pages moved more than once, per interval and per site.
+fn ping_pong(
+    h: &mut String,
+    t: &crate::report::timeline::OverTime,
+    m: &crate::report::timeline::Migrations,
+    width: u32,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let moved = m.total_moved_pages.unwrap_or(0);
+    let twice = m.total_ping_pong_pages.unwrap_or(0);
+    write!(
+        h,
+        "<p>{} promoted into a faster tier and {} demoted into a slower one, over the run \
+         ({moved} page moves). <b>Recorded</b>: the daemon followed each page's tier from one \
+         look to the next (at most every interval; a large record every few), whoever moved it \
+         (objtier, or the kernel's NUMA balancing and reclaim); a page moved and moved back \
+         between two looks is not seen.</p>",
+        human_bytes(m.total_promoted_bytes),
+        human_bytes(m.total_demoted_bytes),
+    )?;
+    let share = if moved > 0 {
+        format!(
+            " ({} of the moves)",
+            crate::report::percent(twice as f64 / moved as f64)
+        )
+    } else {
+        String::new()
+    };
+    write!(
+        h,
+        "<p><b>Ping-pong</b>: {twice} moves were of pages that had already changed tier \
+         earlier in the run{share}.</p>"
+    )?;
+    if let Some(not) = m.pages_not_followed.filter(|&n| n > 0) {
+        write!(
+            h,
+            "<p class=\"note\">Up to {not} pages of a process, at one look, found no room in \
+             the daemon's page history: their moves are not counted.</p>"
+        )?;
+    }
+    if let Some(per_interval) = m.ping_pong_pages.as_ref().filter(|_| twice > 0) {
+        let series = [(
+            "pages moved more than once".to_string(),
+            per_interval.iter().map(|&p| p as f64).collect::<Vec<f64>>(),
+            charts::SLOW,
+        )];
+        chart(
+            h,
+            charts::stacked(
+                (width, 240),
+                &charts::Stack {
+                    title: "Ping-pong: moves of pages that had moved before, per interval",
+                    y_label: "pages",
+                    intervals: &t.intervals,
+                    series: &series,
+                    y_format: &|y| format!("{y:.0}"),
+                },
+            )?,
+        );
+    }
+    if !m.sites.is_empty() {
+        h.push_str(
+            "<table><tr><th>site</th><th class=\"n\">promoted</th><th class=\"n\">demoted</th>\
+             <th class=\"n\">ping-pong pages</th></tr>",
+        );
+        for s in m.sites.iter().take(10) {
+            write!(
+                h,
+                "<tr><td><b>{}</b> {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td></tr>",
+                super::esc(&s.id),
+                super::esc(&s.label),
+                human_bytes(s.promoted_bytes),
+                human_bytes(s.demoted_bytes),
+                s.ping_pong_pages.unwrap_or(0)
+            )?;
+        }
+        h.push_str("</table>");
+    }
     Ok(())
 }
