@@ -652,18 +652,32 @@ mod tests {
         let pages = 64;
         let seen = std::thread::spawn(move || {
             assert!(pin_to(0));
-            let mut buffer = vec![0u8; pages * crate::PAGE_SIZE];
+            // Fresh pages of our own: malloc may hand back memory an earlier test touched.
+            let len = pages * crate::PAGE_SIZE;
+            // SAFETY: a new private anonymous mapping, unmapped below once counted.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(base, libc::MAP_FAILED);
             // Touch each page once: one fault each, on CPU 0.
-            for page in buffer.chunks_mut(crate::PAGE_SIZE) {
-                // SAFETY: writing a byte of our own buffer, volatile so it is not elided.
-                unsafe { std::ptr::write_volatile(&mut page[0], 1) };
+            for page in 0..pages {
+                // SAFETY: a byte inside the mapping, volatile so it is not elided.
+                unsafe {
+                    std::ptr::write_volatile(base.cast::<u8>().add(page * crate::PAGE_SIZE), 1)
+                };
             }
-            let range = buffer.as_ptr() as u64..buffer.as_ptr() as u64 + buffer.len() as u64;
-            (range, buffer)
+            (base as u64..base as u64 + len as u64, base as usize, len)
         })
         .join()
         .unwrap();
-        let (range, _buffer) = seen;
+        let (range, base, len) = seen;
         let me = std::process::id();
         let (mut ours, mut lost) = (0, 0);
         ring.drain(|record| match record {
@@ -676,5 +690,7 @@ mod tests {
             ours >= pages / 2 || lost > 0,
             "{ours} of {pages} faults sampled, none lost"
         );
+        // SAFETY: the mapping made above, no longer used.
+        unsafe { libc::munmap(base as *mut libc::c_void, len) };
     }
 }
