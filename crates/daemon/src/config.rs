@@ -131,6 +131,10 @@ pub struct DaemonConfig {
     pub proc_root: PathBuf,
     /// Where the daemon records that it owns the kdamond (DAMON is system-wide, so this is too).
     pub damon_owner_file: PathBuf,
+    /// Where Prometheus metrics are served (`--metrics`); None: nowhere.
+    pub metrics: Option<crate::metrics::MetricsAddress>,
+    /// Most processes the metrics export one by one (`--metrics-processes`).
+    pub metrics_processes: usize,
 }
 
 impl DaemonConfig {
@@ -172,6 +176,8 @@ impl DaemonConfig {
             sys_root: PathBuf::from("/sys"),
             proc_root: PathBuf::from("/proc"),
             damon_owner_file: PathBuf::from("/run/objtier/damon-owner"),
+            metrics: None,
+            metrics_processes: crate::metrics::DEFAULT_METRICS_PROCESSES,
         }
     }
 }
