@@ -18,6 +18,7 @@ mod advise_cmd;
 mod daemon_options;
 mod doctor;
 mod emulate;
+mod generate;
 mod launch;
 mod logging;
 mod placement;
@@ -63,6 +64,12 @@ enum Cmd {
     /// migrations per second, the access source's cost (`q` quits).
     #[command(after_long_help = top::HELP)]
     Top(top::TopArgs),
+    /// Print a shell completion script (e.g. `objtier completions bash >
+    /// /etc/bash_completion.d/objtier`).
+    Completions(generate::CompletionsArgs),
+    /// Write the man pages (objtier.1 and one per subcommand) into a directory.
+    #[command(hide = true)]
+    Manpages(generate::ManpagesArgs),
 }
 
 #[derive(Args)]
@@ -158,6 +165,10 @@ fn main() -> ExitCode {
         Cmd::Advise(args) => advise_cmd::run(*args),
         Cmd::Report(args) => report_cmd::run(*args),
         Cmd::Top(args) => top::run(args),
+        Cmd::Completions(args) => {
+            generate::completions(args, command()).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Manpages(args) => generate::manpages(args, command()).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

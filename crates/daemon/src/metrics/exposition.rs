@@ -266,3 +266,52 @@ pub fn encode(daemon: &Daemon, metrics: &Metrics) -> String {
     prometheus_text::encode(&mut text, &registry).expect("encoding into a String cannot fail");
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DaemonConfig;
+    use crate::metrics::MetricsAddress;
+    use objtier_sys::topology::Topology;
+    use std::time::Duration;
+
+    /// A daemon of two tiers and no process: a series per tier, the histogram of the
+    /// intervals it ran, and the ring counters of processes gone.
+    #[test]
+    fn the_exposition_has_a_series_per_tier_and_the_interval_histogram() {
+        let sys = tempfile::tempdir().unwrap();
+        let mut config = DaemonConfig::new(sys.path().join("sock"));
+        config.sys_root = sys.path().to_owned();
+        let policy = crate::config::builtin_policy(&config);
+        let mut d = Daemon::new(
+            config,
+            Topology::two_tiers(1 << 30, 1 << 30, 1 << 32),
+            crate::source::AccessSource::none("test"),
+            Box::<objtier_sys::pages::RecordingPageMover>::default(),
+            policy,
+        );
+        let address = MetricsAddress::Tcp("127.0.0.1:0".parse().unwrap());
+        let mut metrics = Metrics::bind(&address, 8).unwrap();
+        metrics.detached.events = 7;
+        d.metrics = Some(metrics);
+        d.interval_ended(Duration::from_millis(3));
+        d.interval_ended(Duration::from_millis(300));
+        let text = encode(&d, d.metrics.as_ref().unwrap());
+        for line in [
+            "objtier_tier_capacity_bytes{tier=\"0\"} ",
+            "objtier_tier_capacity_bytes{tier=\"1\"} ",
+            "objtier_processes_attached 0",
+            "objtier_ring_events_total{outcome=\"read\"} 7",
+            "objtier_interval_duration_seconds_bucket{le=\"0.005\"} 1",
+            "objtier_interval_duration_seconds_bucket{le=\"0.5\"} 2",
+            "objtier_interval_duration_seconds_count 2",
+            "objtier_migrated_pages_total{direction=\"promote\"} 0",
+        ] {
+            assert!(text.contains(line), "{line:?} missing from:\n{text}");
+        }
+        assert!(
+            !text.contains("objtier_process_bytes{"),
+            "no process, no series"
+        );
+    }
+}
