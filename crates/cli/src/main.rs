@@ -184,7 +184,7 @@ fn daemon(options: DaemonOptions) -> anyhow::Result<ExitCode> {
     logging::init(layered.log_format.unwrap_or_default());
     let config = layered.config()?;
     // At SIGHUP the same command line is read again, with the file as it is then.
-    let reload: objtier_daemon::reload::Reloader = Box::new(move || options.clone().config());
+    let reload: objtier_daemon::config::Reloader = Box::new(move || options.clone().config());
     objtier_daemon::run_reloadable(config, Some(reload))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -51,9 +51,9 @@ pub struct Daemon {
     pub(crate) next_process_id: u64,
     pub(crate) euid: u32,
     /// The Prometheus endpoint (`--metrics`), and what it keeps between scrapes.
-    pub metrics: Option<crate::metrics::Metrics>,
-    /// Rebuilds the configuration at `SIGHUP` (`crate::reload`); None: nothing to reload.
-    pub reload: Option<crate::reload::Reloader>,
+    pub metrics: Option<crate::metrics::endpoint::Metrics>,
+    /// Rebuilds the configuration at `SIGHUP` (see `reload.rs`); None: nothing to reload.
+    pub reload: Option<crate::config::Reloader>,
 }
 
 impl Daemon {

@@ -121,7 +121,7 @@ pub fn run(config: DaemonConfig) -> anyhow::Result<()> {
 /// `reload` builds then ([`reload`]).
 pub fn run_reloadable(
     config: DaemonConfig,
-    reload: Option<reload::Reloader>,
+    reload: Option<config::Reloader>,
 ) -> anyhow::Result<()> {
     let policy = builtin_policy(&config);
     serve_until_stopped(config, policy, reload)
@@ -136,7 +136,7 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
 fn serve_until_stopped(
     config: DaemonConfig,
     policy: objtier_policy::Policy,
-    reload: Option<reload::Reloader>,
+    reload: Option<config::Reloader>,
 ) -> anyhow::Result<()> {
     let mut topology =
         Topology::discover(&config.sys_root).context("cannot read the NUMA topology")?;

@@ -1,9 +1,9 @@
 //! Reloading the configuration at `SIGHUP` (`systemctl reload objtier`), keeping every
 //! attached process, its records and what was learnt of its sites.
 //!
-//! The daemon does not read files itself: whoever started it hands it a [`Reloader`] that
-//! builds the configuration again (the `objtier` command re-reads its `--config` file under the
-//! same command line). What the policy and the interval read is replaced at once and takes
+//! The daemon does not read files itself: whoever started it hands it a
+//! [`Reloader`](crate::config::Reloader) that builds the configuration again (the `objtier`
+//! command re-reads its `--config` file under the same command line). What the policy and the interval read is replaced at once and takes
 //! effect from the next interval; what was opened at start-up (the socket, the access source
 //! and its settings, the tiers, the site store, dry run, the metrics endpoint) stays as it was,
 //! and the log names each such option that changed, so the operator knows a restart is needed.
@@ -12,9 +12,6 @@
 use crate::config::DaemonConfig;
 use crate::daemon::Daemon;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Builds the daemon's configuration again.
-pub type Reloader = Box<dyn FnMut() -> anyhow::Result<DaemonConfig>>;
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 

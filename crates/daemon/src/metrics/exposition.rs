@@ -6,7 +6,7 @@
 //! `--metrics-processes` (the largest by tracked bytes; the rest count in
 //! `objtier_processes_attached` and in the per-tier totals).
 
-use super::{Metrics, RingTotals};
+use super::endpoint::{Metrics, RingTotals};
 use crate::daemon::Daemon;
 use prometheus_client::encoding::prometheus_text;
 use prometheus_client::metrics::counter::Counter;
@@ -271,7 +271,7 @@ pub fn encode(daemon: &Daemon, metrics: &Metrics) -> String {
 mod tests {
     use super::*;
     use crate::config::DaemonConfig;
-    use crate::metrics::MetricsAddress;
+    use crate::metrics::address::MetricsAddress;
     use objtier_sys::topology::Topology;
     use std::time::Duration;
 
