@@ -105,6 +105,8 @@ pub fn find_library(explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {
         if let Some(dir) = exe.parent() {
             candidates.push(dir.join("libobjtier.so"));
             candidates.push(dir.join("../lib/libobjtier.so"));
+            // The Debian package's private library directory (it is preloaded, never linked).
+            candidates.push(dir.join("../lib/objtier/libobjtier.so"));
         }
     }
     candidates.push("/usr/local/lib/libobjtier.so".into());

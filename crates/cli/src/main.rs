@@ -7,7 +7,7 @@
 //! and `placement` (what `run --placement` checks before it runs); `report` shows where a
 //! program's memory went, from profiles or a live process, and `top` watches a daemon live.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use daemon_options::values::{parse_duration, parse_size};
 use daemon_options::DaemonOptions;
 use std::os::unix::process::CommandExt;
@@ -18,7 +18,9 @@ mod advise_cmd;
 mod daemon_options;
 mod doctor;
 mod emulate;
+mod generate;
 mod launch;
+mod logging;
 mod placement;
 mod profile_cmd;
 mod program;
@@ -62,6 +64,12 @@ enum Cmd {
     /// migrations per second, the access source's cost (`q` quits).
     #[command(after_long_help = top::HELP)]
     Top(top::TopArgs),
+    /// Print a shell completion script (e.g. `objtier completions bash >
+    /// /etc/bash_completion.d/objtier`).
+    Completions(generate::CompletionsArgs),
+    /// Write the man pages (objtier.1 and one per subcommand) into a directory.
+    #[command(hide = true)]
+    Manpages(generate::ManpagesArgs),
 }
 
 #[derive(Args)]
@@ -126,8 +134,27 @@ struct StatusArgs {
     socket: Option<PathBuf>,
 }
 
+/// What `objtier --version` says: the release, the wire version the library and the daemon
+/// must share, and the commit it was built from (build.rs).
+fn version() -> &'static str {
+    static VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    VERSION.get_or_init(|| {
+        format!(
+            "{} (wire version {}, build {})",
+            env!("CARGO_PKG_VERSION"),
+            objtier_wire::WIRE_VERSION,
+            env!("OBJTIER_BUILD")
+        )
+    })
+}
+
+/// The command line's definition, with its version.
+fn command() -> clap::Command {
+    Cli::command().version(version())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Cmd::Run(args) => run(args),
         Cmd::Daemon(args) => daemon(*args),
@@ -138,6 +165,10 @@ fn main() -> ExitCode {
         Cmd::Advise(args) => advise_cmd::run(*args),
         Cmd::Report(args) => report_cmd::run(*args),
         Cmd::Top(args) => top::run(args),
+        Cmd::Completions(args) => {
+            generate::completions(args, command()).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Manpages(args) => generate::manpages(args, command()).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
@@ -148,19 +179,13 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("OBJTIER_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
-}
-
 fn daemon(options: DaemonOptions) -> anyhow::Result<ExitCode> {
-    init_logging();
-    let config = options.config()?;
-    objtier_daemon::run(config)?;
+    let layered = options.clone().layered()?;
+    logging::init(layered.log_format.unwrap_or_default());
+    let config = layered.config()?;
+    // At SIGHUP the same command line is read again, with the file as it is then.
+    let reload: objtier_daemon::config::Reloader = Box::new(move || options.clone().config());
+    objtier_daemon::run_reloadable(config, Some(reload))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -457,5 +482,20 @@ mod tests {
         assert_eq!(attributed_share_line(&unsampled), None);
         assert_eq!(attributed_share_line(&serde_json::Value::Null), None);
         assert_eq!(source_cost_line(&serde_json::json!({})), None);
+    }
+
+    /// `--version` names the release, the wire version and the build.
+    #[test]
+    fn the_version_names_the_wire_and_the_build() {
+        let v = command().render_version();
+        assert!(
+            v.starts_with(concat!("objtier ", env!("CARGO_PKG_VERSION"))),
+            "{v}"
+        );
+        assert!(
+            v.contains(&format!("wire version {}", objtier_wire::WIRE_VERSION)),
+            "{v}"
+        );
+        assert!(v.contains(concat!("build ", env!("OBJTIER_BUILD"))), "{v}");
     }
 }

@@ -195,6 +195,9 @@ impl Daemon {
     pub fn detach(&mut self, id: u64) {
         if let Some(mut p) = self.processes.remove(&id) {
             p.drain();
+            if let Some(metrics) = &mut self.metrics {
+                metrics.process_detached(&p);
+            }
             if let Some(store) = &self.site_store {
                 p.save_sites(store, monotonic_ns(), true);
             }

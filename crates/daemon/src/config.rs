@@ -47,6 +47,10 @@ pub const DEFAULT_DAMON_SNAPSHOTS: u32 = 4;
 /// (`--proc-budget`): 1 %, under the 2.8 % the paper measured for its whole daemon.
 pub const DEFAULT_PROC_BUDGET: f64 = 0.01;
 
+/// Builds the daemon's configuration again, at `SIGHUP` (`reload.rs`): the `objtier` command
+/// reads its command line and `--config` file anew.
+pub type Reloader = Box<dyn FnMut() -> anyhow::Result<DaemonConfig>>;
+
 #[derive(Clone, Debug)]
 pub struct DaemonConfig {
     pub socket_path: PathBuf,
@@ -131,6 +135,10 @@ pub struct DaemonConfig {
     pub proc_root: PathBuf,
     /// Where the daemon records that it owns the kdamond (DAMON is system-wide, so this is too).
     pub damon_owner_file: PathBuf,
+    /// Where Prometheus metrics are served (`--metrics`); None: nowhere.
+    pub metrics: Option<crate::metrics::address::MetricsAddress>,
+    /// Most processes the metrics export one by one (`--metrics-processes`).
+    pub metrics_processes: usize,
 }
 
 impl DaemonConfig {
@@ -172,6 +180,8 @@ impl DaemonConfig {
             sys_root: PathBuf::from("/sys"),
             proc_root: PathBuf::from("/proc"),
             damon_owner_file: PathBuf::from("/run/objtier/damon-owner"),
+            metrics: None,
+            metrics_processes: crate::metrics::address::DEFAULT_METRICS_PROCESSES,
         }
     }
 }

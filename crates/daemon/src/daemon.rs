@@ -50,6 +50,10 @@ pub struct Daemon {
     pub(crate) huge_split_failed: bool,
     pub(crate) next_process_id: u64,
     pub(crate) euid: u32,
+    /// The Prometheus endpoint (`--metrics`), and what it keeps between scrapes.
+    pub metrics: Option<crate::metrics::endpoint::Metrics>,
+    /// Rebuilds the configuration at `SIGHUP` (see `reload.rs`); None: nothing to reload.
+    pub reload: Option<crate::config::Reloader>,
 }
 
 impl Daemon {
@@ -87,6 +91,8 @@ impl Daemon {
             next_process_id: 1,
             // SAFETY: geteuid has no failure mode.
             euid: unsafe { libc::geteuid() },
+            metrics: None,
+            reload: None,
         }
     }
 

@@ -27,6 +27,7 @@ pub mod control;
 pub mod daemon;
 pub mod guided;
 pub mod interval;
+pub mod metrics;
 pub mod page_history;
 pub mod pending;
 mod phases;
@@ -35,6 +36,7 @@ mod profiling;
 pub mod record;
 pub mod recorder;
 pub mod records;
+pub mod reload;
 mod room;
 pub mod serve;
 pub mod sessions;
@@ -113,13 +115,30 @@ fn open_site_store(config: &DaemonConfig) -> anyhow::Result<Option<sitestore::Si
 /// Runs the daemon with the built-in policy the config names, until SIGINT/SIGTERM (or, with
 /// `exit_when_idle`, until no process is left).
 pub fn run(config: DaemonConfig) -> anyhow::Result<()> {
+    run_reloadable(config, None)
+}
+
+/// Runs the daemon with the built-in policy, and at `SIGHUP` applies the configuration
+/// `reload` builds then ([`reload`]).
+pub fn run_reloadable(
+    config: DaemonConfig,
+    reload: Option<config::Reloader>,
+) -> anyhow::Result<()> {
     let policy = builtin_policy(&config);
-    run_with_policy(config, policy)
+    serve_until_stopped(config, policy, reload)
 }
 
 /// Runs the daemon with any policy: the built-in routines or a program's own (see
 /// `examples/custom-policy`).
 pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> anyhow::Result<()> {
+    serve_until_stopped(config, policy, None)
+}
+
+fn serve_until_stopped(
+    config: DaemonConfig,
+    policy: objtier_policy::Policy,
+    reload: Option<config::Reloader>,
+) -> anyhow::Result<()> {
     let mut topology =
         Topology::discover(&config.sys_root).context("cannot read the NUMA topology")?;
     if let Some(tiers) = &config.tiers {
@@ -158,7 +177,12 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
     };
     let site_store = open_site_store(&config)?;
     let listener = bind(&config.socket_path)?;
+    let metrics = match &config.metrics {
+        Some(address) => Some(metrics::Metrics::bind(address, config.metrics_processes)?),
+        None => None,
+    };
     serve::install_signal_handlers();
+    reload::install_handler();
     let mut daemon = Daemon::new(config, topology, source, mover, policy);
     tracing::info!(
         socket = %daemon.config.socket_path.display(),
@@ -176,8 +200,11 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
         site_store = %site_store.as_ref().map_or("off".into(), |s| s.dir().display().to_string()),
         locate = %locate,
         split = %objtier_policy::units::format_size(daemon.split_bytes()),
+        metrics = %daemon.config.metrics.as_ref().map_or("off".into(), |m| m.to_string()),
         "objtier daemon ready"
     );
+    daemon.metrics = metrics;
+    daemon.reload = reload;
     daemon.llc_counters = llc_counters;
     daemon.site_store = site_store;
     let result = daemon.serve(&listener);
@@ -187,6 +214,7 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
         daemon.save_sites(id, true);
     }
     daemon.source.release();
+    daemon.metrics = None; // its Unix socket, if any, is removed
     let _ = std::fs::remove_file(&daemon.config.socket_path);
     tracing::info!("objtier daemon stopped");
     result

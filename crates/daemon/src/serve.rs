@@ -77,6 +77,9 @@ impl Daemon {
                 events: libc::POLLIN,
                 revents: 0,
             }));
+            if let Some(metrics) = &self.metrics {
+                fds.extend(metrics.pollfds());
+            }
             // Sleep until there is something to do: a connection, a process's doorbell or
             // hang-up (all in `fds`), or the next deadline. Rings are not polled: a process
             // rings its doorbell once every eighth of its ring, and everything that reads what
@@ -86,6 +89,9 @@ impl Daemon {
             wake_at = wake_at.min(follow_at.unwrap_or(wake_at));
             if let Some(h) = handshakes.iter().map(|h| h.deadline).min() {
                 wake_at = wake_at.min(h);
+            }
+            if let Some(scrape) = self.metrics.as_ref().and_then(|m| m.deadline()) {
+                wake_at = wake_at.min(scrape);
             }
             if let Some(every) = self.source.poll_every() {
                 wake_at = wake_at.min(Instant::now() + every);
@@ -99,6 +105,9 @@ impl Daemon {
             let timeout_ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
             // SAFETY: polling fds we own for the duration of the call.
             unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+            if crate::reload::requested() {
+                self.reload_config();
+            }
 
             // Attached processes that hung up: drain what they left, then forget them.
             let offset = 1 + handshakes.len();
@@ -147,8 +156,11 @@ impl Daemon {
                 // Errors are logged; the interval's own call reports them.
                 let _ = self.follow_new_objects();
             }
+            self.serve_metrics();
             if Instant::now() >= next_interval {
+                let step = Instant::now();
                 self.interval();
+                self.interval_ended(step.elapsed());
                 self.interval_length = self.next_interval_length();
                 next_interval += self.interval_length;
                 let deferred = self

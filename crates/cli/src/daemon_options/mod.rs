@@ -15,8 +15,8 @@ use objtier_policy::TriggerSpec;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use values::{
-    Cycles, Fraction, PercentOrOff, Proactive, Ranking, Regions, Size, Snapshots, Source, Switch,
-    Tiers, Time, TimeOrOff,
+    Cycles, Fraction, MetricsAt, PercentOrOff, Proactive, Ranking, Regions, Size, Snapshots,
+    Source, Switch, Tiers, Time, TimeOrOff,
 };
 
 /// How an option given on the command line and in the file come together: the command line's
@@ -199,6 +199,19 @@ options! {
         /// [default: 10-1000]: more regions resolve smaller hot objects, at more CPU per sample.
         #[arg(long)]
         pub damon_regions: Option<Regions>,
+        /// Serve Prometheus metrics (text exposition format, `GET /metrics`) on a local TCP address
+        /// (e.g. 127.0.0.1:9477) or a Unix socket path (e.g. /run/objtier/metrics.sock)
+        /// [default: none].
+        #[arg(long, value_name = "ADDR")]
+        pub metrics: Option<MetricsAt>,
+        /// Most attached processes the metrics export one by one (the largest by tracked bytes;
+        /// all count in the totals) [default: 64].
+        #[arg(long, value_name = "N")]
+        pub metrics_processes: Option<usize>,
+        /// The log's form: auto (journald when stderr is the journal, else text), text (colour
+        /// only on a terminal), json (one object a line) or journald [default: auto].
+        #[arg(long, value_enum, value_name = "FORMAT")]
+        pub log_format: Option<crate::logging::LogFormat>,
         /// Plan and report, but move no page.
         #[arg(long)]
         #[serde(skip)]
@@ -235,14 +248,19 @@ impl DaemonOptions {
         })
     }
 
-    /// The daemon's configuration: these options (the command line's), else the `--config`
-    /// file's, else the built-in defaults.
-    pub fn config(self) -> anyhow::Result<DaemonConfig> {
+    /// These options (the command line's), else the `--config` file's.
+    pub fn layered(self) -> anyhow::Result<DaemonOptions> {
         let file = match &self.config {
             Some(path) => DaemonOptions::read(path)?,
             None => DaemonOptions::default(),
         };
-        let o = self.or(file);
+        Ok(self.or(file))
+    }
+
+    /// The daemon's configuration: these options (the command line's), else the `--config`
+    /// file's, else the built-in defaults.
+    pub fn config(self) -> anyhow::Result<DaemonConfig> {
+        let o = self.layered()?;
         let mut config = DaemonConfig::new(o.socket.unwrap_or_else(default_socket_path));
         if let Some(v) = o.interval {
             config.interval = v.0;
@@ -306,6 +324,10 @@ impl DaemonOptions {
         config.dry_run = o.dry_run;
         config.exit_when_idle = o.exit_when_idle;
         config.exit_with_pid = o.exit_with_pid;
+        config.metrics = o.metrics.map(|m| m.0);
+        if let Some(n) = o.metrics_processes {
+            config.metrics_processes = n;
+        }
         if let Some(Regions(min, max)) = o.damon_regions {
             config.damon.min_regions = min;
             config.damon.max_regions = max;

@@ -354,3 +354,29 @@ fn the_documented_options_are_the_declared_ones() {
     // Every key a file may give is an option of the table, too.
     assert!(file_keys().iter().all(|k| declared.contains(k)));
 }
+
+/// The package's commented default /etc/objtier/objtier.toml shows every option a file may give
+/// (but the two the service's command line sets), and uncommented as it stands it reads.
+#[test]
+fn the_packaged_config_shows_every_option_and_reads_uncommented() {
+    let text = include_str!("../../../../packaging/objtier.toml");
+    let uncommented: String = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# "))
+        .filter(|l| l.contains(" = "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let options = DaemonOptions::parse(&uncommented).unwrap();
+    options.clone().config().unwrap();
+    let mut shown: Vec<&str> = uncommented
+        .lines()
+        .map(|l| l.split(" = ").next().unwrap())
+        .collect();
+    shown.sort();
+    let mut keys: Vec<String> = file_keys()
+        .into_iter()
+        .filter(|k| k != "socket" && k != "site-store")
+        .collect();
+    keys.sort();
+    assert_eq!(shown, keys, "packaging/objtier.toml");
+}

@@ -337,3 +337,16 @@ pub fn triggers<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<TriggerSpec>, D::
         .map(|t| t.parse().map_err(de::Error::custom))
         .collect()
 }
+
+/// Where `--metrics` listens: HOST:PORT or a Unix socket path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetricsAt(pub objtier_daemon::metrics::MetricsAddress);
+
+impl FromStr for MetricsAt {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        text.parse().map(MetricsAt)
+    }
+}
+
+from_text!(MetricsAt);
