@@ -21,9 +21,11 @@
 //! - this file: starting and stopping the daemon ([`run`], [`run_with_policy`]).
 
 pub mod attach;
+mod clients;
 pub mod clock;
 pub mod config;
 pub mod control;
+mod credentials;
 pub mod daemon;
 pub mod guided;
 pub mod interval;
@@ -158,6 +160,7 @@ pub fn run_with_policy(config: DaemonConfig, policy: objtier_policy::Policy) -> 
     let site_store = open_site_store(&config)?;
     let listener = bind(&config.socket_path)?;
     serve::install_signal_handlers();
+    clients::raise_fd_limit();
     let mut daemon = Daemon::new(config, topology, source, mover, policy);
     tracing::info!(
         socket = %daemon.config.socket_path.display(),
