@@ -27,6 +27,8 @@ pub mod config;
 pub mod control;
 mod credentials;
 pub mod daemon;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod guided;
 pub mod interval;
 pub mod pending;
