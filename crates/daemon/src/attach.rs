@@ -6,9 +6,9 @@ use crate::daemon::Daemon;
 use crate::process::{Process, RingMapping};
 use crate::sitestore;
 use anyhow::{bail, Context};
-use objtier_sys::socket::{peer_cred, recv_with_fds};
+use objtier_sys::socket::PeerCred;
 use objtier_wire::{hello_flags, Hello, HELLO_BYTES};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 
@@ -21,8 +21,15 @@ pub(crate) struct HungUpDuringHandshake {
 }
 
 impl Daemon {
-    pub(crate) fn attach(&mut self, stream: UnixStream) -> anyhow::Result<()> {
-        let cred = peer_cred(&stream).context("SO_PEERCRED")?;
+    /// Attaches the process on `stream` (whose credentials are `cred`) that sent `hello`
+    /// with descriptors `fds`: its ring, and its placement file if the hello says so.
+    pub(crate) fn attach(
+        &mut self,
+        stream: UnixStream,
+        cred: PeerCred,
+        hello: &[u8; HELLO_BYTES],
+        mut fds: Vec<OwnedFd>,
+    ) -> anyhow::Result<()> {
         if self.euid != 0 && cred.uid != self.euid {
             bail!(
                 "pid {} belongs to uid {}, this daemon runs as uid {}: a daemon only serves its \
@@ -32,13 +39,8 @@ impl Daemon {
                 self.euid
             );
         }
-        let mut buf = [0u8; HELLO_BYTES];
-        let (n, mut fds) = recv_with_fds(&stream, &mut buf, 2).context("receiving the hello")?;
-        if n != HELLO_BYTES {
-            bail!("short hello from pid {} ({n} bytes)", cred.pid);
-        }
         let hello =
-            Hello::from_bytes(&buf).map_err(|e| anyhow::anyhow!("pid {}: {e}", cred.pid))?;
+            Hello::from_bytes(hello).map_err(|e| anyhow::anyhow!("pid {}: {e}", cred.pid))?;
         if hello.flags & !hello_flags::ALL != 0 {
             bail!(
                 "pid {} sent hello flags {:#x} this daemon does not know: use libobjtier.so and \
@@ -47,6 +49,7 @@ impl Daemon {
                 hello.flags
             );
         }
+        self.check_claimed_pid(cred, hello.pid)?;
         let placement_fd = (hello.flags & hello_flags::PLACEMENT != 0 && fds.len() == 2)
             .then(|| fds.pop())
             .flatten();
@@ -56,6 +59,7 @@ impl Daemon {
             .ok_or_else(|| anyhow::anyhow!("pid {} sent no ring", cred.pid))?;
         let ring = RingMapping::map(&fd, hello.shared_bytes)
             .with_context(|| format!("pid {}: bad ring", cred.pid))?;
+        self.check_ring_is_its_own(cred, &ring)?;
         // Where each tier's memory is, for the library to place new objects: told after the
         // sites remembered for the program are placed (below), so a library that knows the
         // tiers knows those placements too.

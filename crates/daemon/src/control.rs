@@ -1,12 +1,11 @@
 //! The control socket's requests (`objtier status`, `place`, `run`'s hold, `profile`): one
-//! JSON line in, one JSON line out, each answered from everything the processes have said.
+//! JSON line in, one JSON line out, each answered from everything the processes have said
+//! (`clients.rs` reads and writes them). Who asks is the connection's `SO_PEERCRED`: a
+//! non-root user sees and steers only their own processes.
 
 use crate::daemon::Daemon;
-use objtier_sys::socket::{peer_cred, PeerCred};
+use objtier_sys::socket::PeerCred;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-use std::time::Duration;
 
 /// The commands a control client may send (in the order an unknown one's error lists them).
 pub const COMMANDS: &[&str] = &[
@@ -19,24 +18,6 @@ pub const COMMANDS: &[&str] = &[
 ];
 
 impl Daemon {
-    /// Answers one control client on `stream`: its request line, then the reply line. The
-    /// connection's peer credentials (`SO_PEERCRED`) say who asks.
-    pub(crate) fn control(&mut self, stream: UnixStream) -> anyhow::Result<()> {
-        stream.set_nonblocking(false)?;
-        stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-        stream.set_write_timeout(Some(Duration::from_secs(2)))?;
-        let mut reader = BufReader::new(&stream);
-        let mut magic = [0u8; 8];
-        std::io::Read::read_exact(&mut reader, &mut magic)?;
-        let mut line = String::new();
-        reader.read_line(&mut line)?;
-        let reply = self.answer(&line, &peer_cred(&stream));
-        let mut out = &stream;
-        serde_json::to_writer(&mut out, &reply)?;
-        out.write_all(b"\n")?;
-        Ok(())
-    }
-
     /// The reply to one request `line` from `peer`: the command's answer, or `{"error": ...}`
     /// saying what is wrong with the request.
     pub fn answer(&mut self, line: &str, peer: &std::io::Result<PeerCred>) -> Value {
@@ -51,8 +32,20 @@ impl Daemon {
             Err(e) => return json!({"error": format!("malformed request: {e}")}),
         };
         let peer_uid = peer.as_ref().map(|c| c.uid).ok();
+        // A daemon of one user answers that user, and root.
+        if let Some(uid) = peer_uid.filter(|&uid| self.euid != 0 && uid != 0 && uid != self.euid) {
+            return json!({ "error": format!(
+                "this daemon runs as uid {} and answers only that user and root, not uid {uid}: \
+                 use a daemon of your own (another --socket) or the system's",
+                self.euid
+            )});
+        }
         let answer = match request.get("cmd").and_then(|c| c.as_str()) {
-            Some("status") => Ok(crate::status::status_json(self)),
+            // Root sees every process; anyone else only their own.
+            Some("status") => match peer_uid {
+                Some(uid) => Ok(crate::status::status_json(self, (uid != 0).then_some(uid))),
+                None => Err("cannot tell who asked (SO_PEERCRED failed)".to_string()),
+            },
             Some("place") => self.place(&request, peer_uid),
             Some("hold") => self.hold(peer),
             Some("profile-start") => self.profile_start(&request, peer_uid),
@@ -163,5 +156,48 @@ mod tests {
         assert_eq!(d.answer(r#"{"cmd":"hold"}"#, &me)["held"], 1);
         let nobody = Err(std::io::Error::from_raw_os_error(libc::ENOTCONN));
         assert!(error(d.answer(r#"{"cmd":"hold"}"#, &nobody)).starts_with("SO_PEERCRED"));
+    }
+
+    /// A user sees and places only their own processes; root sees and places all.
+    #[test]
+    fn a_user_sees_and_steers_only_their_own_processes() {
+        let sys = tempfile::tempdir().unwrap();
+        let mut d = daemon(&sys);
+        for (id, pid, uid) in [(1, 100, 1000), (2, 200, 2000)] {
+            let (mut p, _peer) = crate::process::Process::synthetic(id, pid, 64, 1 << 20).unwrap();
+            p.uid = uid;
+            d.processes.insert(id, p);
+        }
+        let as_uid = |uid| {
+            Ok(PeerCred {
+                pid: 1,
+                uid,
+                gid: uid,
+            })
+        };
+        let pids = |reply: Value| -> Vec<u64> {
+            reply["processes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["pid"].as_u64().unwrap())
+                .collect()
+        };
+        assert_eq!(pids(d.answer(r#"{"cmd":"status"}"#, &as_uid(1000))), [100]);
+        assert_eq!(pids(d.answer(r#"{"cmd":"status"}"#, &as_uid(2000))), [200]);
+        assert_eq!(
+            pids(d.answer(r#"{"cmd":"status"}"#, &as_uid(0))),
+            [100, 200]
+        );
+        let place = r#"{"cmd":"place","pid":100,"site":"0x10","tier":0}"#;
+        let refused = d.answer(place, &as_uid(2000));
+        assert!(refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("only it or root may place its objects"));
+        assert!(d.answer(place, &as_uid(1000))["error"].is_null());
+        assert!(d.answer(place, &as_uid(0))["error"].is_null());
+        let nobody = Err(std::io::Error::from_raw_os_error(libc::ENOTCONN));
+        assert!(d.answer(r#"{"cmd":"status"}"#, &nobody)["error"].is_string());
     }
 }

@@ -21,10 +21,14 @@
 //! - this file: starting and stopping the daemon ([`run`], [`run_with_policy`]).
 
 pub mod attach;
+mod clients;
 pub mod clock;
 pub mod config;
 pub mod control;
+mod credentials;
 pub mod daemon;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod guided;
 pub mod interval;
 pub mod metrics;
@@ -183,6 +187,7 @@ fn serve_until_stopped(
     };
     serve::install_signal_handlers();
     reload::install_handler();
+    clients::raise_fd_limit();
     let mut daemon = Daemon::new(config, topology, source, mover, policy);
     tracing::info!(
         socket = %daemon.config.socket_path.display(),

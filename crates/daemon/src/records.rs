@@ -352,6 +352,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn record(len: u64) -> Record {
         Record::new(len, len, 0)
@@ -488,50 +489,75 @@ mod tests {
         assert_eq!(records.records.len(), 2);
     }
 
-    /// Many operations in a scrambled order, settled now and then, agree with a `BTreeMap`.
-    #[test]
-    fn batched_changes_agree_with_a_btree_map() {
-        let mut records = Records::new();
-        let mut model = BTreeMap::new();
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        for step in 0..20_000u32 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let start = (x % 512) * 0x1000;
-            match x >> 60 {
-                0..=7 => {
-                    let r = record(1 + (x >> 40) % 16);
-                    assert_eq!(records.insert(start, r.clone()), model.insert(start, r));
-                }
-                8..=12 => assert_eq!(records.remove(start), model.remove(&start)),
-                13 => {
-                    let end = start + (x >> 32) % 0x10_000;
-                    let doomed: Vec<u64> = model.range(start..end).map(|(&k, _)| k).collect();
-                    for k in &doomed {
-                        model.remove(k);
+    /// One change or lookup of the store, as the property test below draws them.
+    #[derive(Clone, Debug)]
+    enum Op {
+        Insert(u64, u64),
+        Remove(u64),
+        RemoveRange(u64, u64),
+        Look(u64, u64),
+        Tidy,
+        Settle,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let start = (0..128u64).prop_map(|page| page * 0x1000);
+        prop_oneof![
+            8 => (start.clone(), 1..17u64).prop_map(|(s, len)| Op::Insert(s, len)),
+            5 => start.clone().prop_map(Op::Remove),
+            1 => (start.clone(), 0..0x10_000u64).prop_map(|(s, len)| Op::RemoveRange(s, len)),
+            2 => (start, 0..0x10_000u64).prop_map(|(s, len)| Op::Look(s, len)),
+            1 => Just(Op::Tidy),
+            1 => Just(Op::Settle),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any sequence of changes and lookups, settled now and then, agrees with a
+        /// `BTreeMap` after every step.
+        #[test]
+        fn changes_agree_with_a_btree_map(ops in proptest::collection::vec(op(), 0..400)) {
+            let mut records = Records::new();
+            let mut model = BTreeMap::new();
+            for op in ops {
+                match op {
+                    Op::Insert(start, len) => {
+                        let r = record(len);
+                        prop_assert_eq!(records.insert(start, r.clone()), model.insert(start, r));
                     }
-                    assert_eq!(records.remove_range(start..end), doomed.len());
+                    Op::Remove(start) => {
+                        prop_assert_eq!(records.remove(start), model.remove(&start));
+                    }
+                    Op::RemoveRange(start, len) => {
+                        let end = start + len;
+                        let doomed: Vec<u64> = model.range(start..end).map(|(&k, _)| k).collect();
+                        for k in &doomed {
+                            model.remove(k);
+                        }
+                        prop_assert_eq!(records.remove_range(start..end), doomed.len());
+                    }
+                    Op::Look(start, len) => {
+                        prop_assert_eq!(records.get(start), model.get(&start));
+                        let end = start + len;
+                        let got: Vec<u64> = records.range(start..end).map(|(k, _)| k).collect();
+                        let want: Vec<u64> = model.range(start..end).map(|(&k, _)| k).collect();
+                        prop_assert_eq!(got, want);
+                        let floor = model.range(..=start).next_back().map(|(&k, _)| k);
+                        prop_assert_eq!(records.start_at_or_before(start), floor);
+                    }
+                    Op::Tidy => records.tidy(),
+                    Op::Settle => {
+                        records.settle();
+                        prop_assert_eq!(records.tombstones, 0);
+                        prop_assert!(records.staged.is_empty());
+                        prop_assert!(records.starts.windows(2).all(|w| w[0] < w[1]));
+                        prop_assert_eq!(records.starts.len(), records.records.len());
+                    }
                 }
-                14 => {
-                    assert_eq!(records.get(start), model.get(&start));
-                    let end = start + (x >> 32) % 0x10_000;
-                    let got: Vec<u64> = records.range(start..end).map(|(k, _)| k).collect();
-                    let want: Vec<u64> = model.range(start..end).map(|(&k, _)| k).collect();
-                    assert_eq!(got, want);
-                    let floor = model.range(..=start).next_back().map(|(&k, _)| k);
-                    assert_eq!(records.start_at_or_before(start), floor);
-                }
-                _ => records.tidy(),
+                same(&records, &model);
             }
-            if step % 5_000 == 0 {
-                records.settle();
-                assert_eq!(records.tombstones, 0);
-                assert!(records.staged.is_empty());
-                assert!(records.starts.windows(2).all(|w| w[0] < w[1]));
-                assert_eq!(records.starts.len(), records.records.len());
-            }
-            same(&records, &model);
         }
     }
 }

@@ -247,7 +247,7 @@ mod tests {
         // The placement plans 1 MiB of tier 0 (its capacity); the margin is 4 MiB.
         let made = d.processes[&1].guided.as_ref().unwrap().room_made_bytes;
         assert_eq!(made, 4 << 20);
-        let status = crate::status::status_json(&d);
+        let status = crate::status::status_json(&d, None);
         assert_eq!(
             status["processes"][0]["placement"]["room_made_bytes"],
             4 << 20

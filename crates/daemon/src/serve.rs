@@ -6,9 +6,8 @@
 //! Keeping it to one thread makes every state change sequential; the rings absorb allocation
 //! bursts while a migration runs.
 
-use crate::attach::HungUpDuringHandshake;
+use crate::clients::Clients;
 use crate::daemon::Daemon;
-use objtier_wire::{CONTROL_MAGIC, RING_MAGIC};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,15 +36,9 @@ pub(crate) fn install_signal_handlers() {
     }
 }
 
-/// A connection that has not said who it is yet.
-struct Handshake {
-    stream: UnixStream,
-    deadline: Instant,
-}
-
 impl Daemon {
     pub(crate) fn serve(&mut self, listener: &UnixListener) -> anyhow::Result<()> {
-        let mut handshakes: Vec<Handshake> = Vec::new();
+        let mut clients = Clients::default();
         self.interval_length = self.next_interval_length();
         let mut next_interval = Instant::now() + self.interval_length;
         // Halfway through each interval, objects allocated in its first half become records
@@ -54,16 +47,8 @@ impl Daemon {
         let mut idle_since = Some(Instant::now());
         let mut ever_attached = false;
         while !SHUTDOWN.load(Ordering::Relaxed) {
-            let mut fds = vec![libc::pollfd {
-                fd: listener.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            }];
-            fds.extend(handshakes.iter().map(|h| libc::pollfd {
-                fd: h.stream.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            }));
+            let mut fds = Vec::new();
+            clients.poll_fds(listener, &mut fds);
             let ids: Vec<u64> = self.processes.keys().copied().collect();
             fds.extend(self.processes.values().map(|p| libc::pollfd {
                 fd: p.socket.as_raw_fd(),
@@ -87,8 +72,8 @@ impl Daemon {
             // drains them first.
             let mut wake_at = next_interval;
             wake_at = wake_at.min(follow_at.unwrap_or(wake_at));
-            if let Some(h) = handshakes.iter().map(|h| h.deadline).min() {
-                wake_at = wake_at.min(h);
+            if let Some(deadline) = clients.next_deadline() {
+                wake_at = wake_at.min(deadline);
             }
             if let Some(scrape) = self.metrics.as_ref().and_then(|m| m.deadline()) {
                 wake_at = wake_at.min(scrape);
@@ -110,7 +95,7 @@ impl Daemon {
             }
 
             // Attached processes that hung up: drain what they left, then forget them.
-            let offset = 1 + handshakes.len();
+            let offset = clients.poll_len();
             for (i, id) in ids.iter().enumerate() {
                 let revents = fds[offset + i].revents;
                 let exited = fds[offset + ids.len() + i].revents != 0;
@@ -122,30 +107,9 @@ impl Daemon {
                     self.detach(*id);
                 }
             }
-            // Handshakes that spoke, or timed out.
-            let mut still_waiting = Vec::new();
-            for (i, h) in handshakes.drain(..).enumerate() {
-                if fds[1 + i].revents != 0 {
-                    self.handshake(h.stream);
-                } else if Instant::now() < h.deadline {
-                    still_waiting.push(h);
-                }
-            }
-            handshakes = still_waiting;
-            // New connections.
-            loop {
-                match listener.accept() {
-                    Ok((stream, _)) => handshakes.push(Handshake {
-                        stream,
-                        deadline: Instant::now() + Duration::from_secs(5),
-                    }),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        break;
-                    }
-                }
-            }
+            // Connections that spoke, or timed out, and new ones.
+            let served = offset;
+            self.serve_clients(&mut clients, listener, &fds[..served]);
             for p in self.processes.values_mut() {
                 p.drain();
             }
@@ -209,41 +173,6 @@ impl Daemon {
             }
         }
         Ok(())
-    }
-
-    fn handshake(&mut self, stream: UnixStream) {
-        let mut magic = [0u8; 8];
-        // SAFETY: peeks into a stack buffer of the given size.
-        let n = unsafe {
-            libc::recv(
-                stream.as_raw_fd(),
-                magic.as_mut_ptr() as *mut libc::c_void,
-                magic.len(),
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        if n < 8 {
-            return; // closed, or too short to say anything: drop it
-        }
-        match u64::from_le_bytes(magic) {
-            RING_MAGIC => {
-                match self.attach(stream) {
-                    Ok(()) => {}
-                    // Nothing to tell the user: the process exited or exec'd (the new program
-                    // attaches on its own), as short commands under `objtier run` do.
-                    Err(e) if e.is::<HungUpDuringHandshake>() => tracing::debug!("{e}"),
-                    Err(e) => tracing::warn!("refused a process: {e:#}"),
-                }
-            }
-            CONTROL_MAGIC => {
-                if let Err(e) = self.control(stream) {
-                    tracing::warn!("control request failed: {e:#}");
-                }
-            }
-            _ => tracing::warn!(
-                "refused a connection that is neither a process nor a control client"
-            ),
-        }
     }
 }
 

@@ -139,7 +139,7 @@ impl Program {
 
 /// A store file as written.
 #[derive(Debug, Serialize, Deserialize)]
-struct StoreFile {
+pub(crate) struct StoreFile {
     format: String,
     version: u32,
     program: Program,
@@ -183,12 +183,33 @@ impl SiteStore {
         Ok(store)
     }
 
+    /// Creates the directory (mode 0700) if it is missing, and checks that it is the daemon's
+    /// own: a directory another user owns or may write into could hold their files, or links
+    /// that a root daemon would write through.
     fn create_dir(&self) -> std::io::Result<()> {
-        use std::os::unix::fs::DirBuilderExt;
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
-            .create(&self.dir)
+            .create(&self.dir)?;
+        let meta = std::fs::symlink_metadata(&self.dir)?;
+        // SAFETY: geteuid has no failure mode.
+        let euid = unsafe { libc::geteuid() };
+        if !meta.is_dir() || meta.uid() != euid || meta.mode() & 0o022 != 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} is not a directory of this daemon's own (owner uid {}, mode {:o}; it \
+                     must be a directory owned by uid {euid} that no one else may write into): \
+                     fix it with `chown {euid} DIR && chmod 700 DIR`, or give another \
+                     --site-store",
+                    self.dir.display(),
+                    meta.uid(),
+                    meta.mode() & 0o7777
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Logs a failed save: a warning the first time, then quietly (a read-only or full disk
@@ -320,7 +341,8 @@ fn read(path: &Path) -> Result<Option<StoreFile>, String> {
     parse(&text).map(Some)
 }
 
-fn parse(text: &str) -> Result<StoreFile, String> {
+/// A store file's text, checked.
+pub(crate) fn parse(text: &str) -> Result<StoreFile, String> {
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("it is not JSON ({e})"))?;
     // Format and version first: a file of another version may be laid out otherwise entirely.
@@ -417,20 +439,29 @@ pub fn merge(old: Vec<StoredSite>, seen: &[Seen]) -> Vec<StoredSite> {
     sites
 }
 
-/// Writes `path` through a temporary file in the same directory and a rename.
+/// Writes `path` through a temporary file in the same directory, synced, and a rename, then
+/// syncs the directory: a daemon killed at any point leaves the old file or the new one, and
+/// after a crash of the machine the rename is not lost.
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
+    // A temporary a killed daemon of the same pid left.
+    let _ = std::fs::remove_file(&tmp);
     let result = (|| {
+        // A new file, never one found there (nor a link's target).
         let mut file = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .mode(0o600)
             .open(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
-        std::fs::rename(&tmp, path)
+        std::fs::rename(&tmp, path)?;
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);

@@ -3,7 +3,8 @@
 use crate::daemon::Daemon;
 use serde_json::{json, Value};
 
-pub fn status_json(d: &Daemon) -> Value {
+/// The status as `viewer` may see it: every process for None (root), else only that uid's.
+pub fn status_json(d: &Daemon, viewer: Option<u32>) -> Value {
     let tiers: Vec<Value> = d
         .topology
         .tiers
@@ -31,6 +32,7 @@ pub fn status_json(d: &Daemon) -> Value {
     let processes: Vec<Value> = d
         .processes
         .values()
+        .filter(|p| viewer.is_none_or(|uid| p.uid == uid))
         .map(|p| {
             let header = p.ring.header();
             json!({

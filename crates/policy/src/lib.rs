@@ -18,6 +18,8 @@ pub mod lifetimes;
 pub mod migration;
 mod prioritize;
 mod proactive;
+#[cfg(test)]
+mod properties;
 mod radix;
 pub mod routines;
 #[cfg(test)]

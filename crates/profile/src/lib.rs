@@ -289,8 +289,9 @@ pub(crate) fn to_json_lines<T: Serialize>(value: &T, long_field: &str) -> String
     out
 }
 
-/// Writes `text` to `file` through a temporary file renamed into place, so that a reader (or
-/// a crash) never sees half a file; `-` writes to standard output.
+/// Writes `text` to `file` through a temporary file, synced and renamed into place, so that a
+/// reader, or a writer killed at any point, never sees half a file; `-` writes to standard
+/// output.
 pub fn write_text(file: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     if file == Path::new("-") {
@@ -304,11 +305,18 @@ pub fn write_text(file: &Path, text: &str) -> std::io::Result<()> {
     let tmp = dir
         .unwrap_or(Path::new("."))
         .join(format!(".{name}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        // A new file, never one found there (nor a link's target).
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         f.write_all(text.as_bytes())?;
         f.sync_all()?;
-        std::fs::rename(&tmp, file)
+        std::fs::rename(&tmp, file)?;
+        // The rename itself survives a crash of the machine once the directory is synced.
+        std::fs::File::open(dir.unwrap_or(Path::new(".")))?.sync_all()
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);

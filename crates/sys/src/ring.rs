@@ -22,6 +22,12 @@ pub enum RingError {
     NotSealed,
     #[error("ring memfd is {len} bytes, hello claimed {claimed}")]
     WrongSize { len: usize, claimed: u64 },
+    #[error(
+        "ring memfd is {len} bytes, more than the largest ring ({max} bytes, {} slots): the \
+         library never makes one so large",
+        objtier_wire::MAX_RING_CAPACITY
+    )]
+    TooLarge { len: usize, max: usize },
     #[error("mmap of the ring failed: {0}")]
     Map(io::Error),
     #[error("{0}")]
@@ -41,6 +47,17 @@ pub struct RingMapping {
     /// The ring's capacity as validated: the header's field is the process's to scribble on,
     /// and is not read again.
     capacity: u32,
+    /// The memfd's device and inode (which ring this is) and owner, as `fstat` gave them.
+    file: RingFile,
+}
+
+/// Which file a ring is, and whose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingFile {
+    pub dev: u64,
+    pub ino: u64,
+    /// The memfd's owner: the effective uid of the process that created it.
+    pub uid: u32,
 }
 
 // SAFETY: the mapping is plain shared memory; the ring protocol is built from atomics.
@@ -61,6 +78,11 @@ impl RingMapping {
             return Err(RingError::NotSealed);
         }
         let len = st.st_size as usize;
+        // Before mapping: a ring announcing 10^9 slots costs nothing to announce.
+        let max = objtier_wire::shared_bytes(objtier_wire::MAX_RING_CAPACITY);
+        if len > max {
+            return Err(RingError::TooLarge { len, max });
+        }
         if claimed_len as usize != len || len < std::mem::size_of::<RingHeader>() {
             return Err(RingError::WrongSize {
                 len,
@@ -85,6 +107,11 @@ impl RingMapping {
             ptr: ptr as *mut u8,
             len,
             capacity: 0,
+            file: RingFile {
+                dev: st.st_dev,
+                ino: st.st_ino,
+                uid: st.st_uid,
+            },
         };
         mapping.capacity = mapping
             .header()
@@ -98,6 +125,13 @@ impl RingMapping {
     /// hello, without a process. For tests and benches, which play the library by pushing
     /// events into [`RingMapping::header`].
     pub fn create(capacity: u32, pid: u32) -> Result<RingMapping, RingError> {
+        let (memfd, bytes) = RingMapping::create_memfd(capacity, pid)?;
+        RingMapping::map(&memfd, bytes)
+    }
+
+    /// The sealed, initialised memfd of [`RingMapping::create`] and its size, unmapped (a test
+    /// maps it twice, as two processes passing one ring would).
+    pub fn create_memfd(capacity: u32, pid: u32) -> Result<(OwnedFd, u64), RingError> {
         let bytes = objtier_wire::shared_bytes(capacity);
         let fail = |what| RingError::Create {
             what,
@@ -135,7 +169,12 @@ impl RingMapping {
             RingHeader::init(mem as *mut u8, capacity, pid);
             libc::munmap(mem, bytes);
         }
-        RingMapping::map(&memfd, bytes as u64)
+        Ok((memfd, bytes as u64))
+    }
+
+    /// The memfd this ring lives in, and its owner.
+    pub fn file(&self) -> RingFile {
+        self.file
     }
 
     /// The shared header itself, which the process may write at any time (a test plays a

@@ -59,6 +59,10 @@ pub enum TierSource {
     Explicit,
 }
 
+/// Largest id a range of a list may reach: above the kernel's most CPUs (`NR_CPUS` is at most
+/// 8,192) and NUMA nodes (`MAX_NUMNODES`, 1,024).
+pub const MAX_LIST_ID: u32 = 1 << 16;
+
 /// Parses a kernel node/cpu list such as `0-2,4,7-8`. Empty input is an empty list.
 pub fn parse_list(text: &str) -> Option<Vec<u32>> {
     let mut out = Vec::new();
@@ -66,12 +70,17 @@ pub fn parse_list(text: &str) -> Option<Vec<u32>> {
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
-                if a > b {
+                // Found by the config fuzzer: `0-1111110000` in `--tiers` was a 4 GiB list.
+                if a > b || b > MAX_LIST_ID {
                     return None;
                 }
                 out.extend(a..=b);
             }
             None => out.push(part.parse().ok()?),
+        }
+        // No list of distinct ids is longer; ranges repeated would multiply without end.
+        if out.len() > MAX_LIST_ID as usize + 1 {
+            return None;
         }
     }
     Some(out)
@@ -359,6 +368,10 @@ mod tests {
         assert_eq!(parse_list(""), Some(vec![]));
         assert_eq!(parse_list("3-1"), None);
         assert_eq!(parse_list("x"), None);
+        // Bounded, whatever the text asks for (a 4 GiB list, found by the config fuzzer).
+        assert_eq!(parse_list("0-1111110000"), None);
+        assert_eq!(parse_list(&"0-60000,".repeat(3)), None);
+        assert_eq!(parse_list("0-65536").map(|l| l.len()), Some(65_537));
     }
 
     /// The layout seen in the 2-tier QEMU guest (HMAT: node 1 slower, CPU-less).

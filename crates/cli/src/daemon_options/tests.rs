@@ -380,3 +380,31 @@ fn the_packaged_config_shows_every_option_and_reads_uncommented() {
     keys.sort();
     assert_eq!(shown, keys, "packaging/objtier.toml");
 }
+
+/// The config fuzzer's saved corpus (`fuzz/corpus/config`, kept by `bench/fuzz/run`) parses or
+/// is refused with an error, never a panic.
+#[test]
+fn the_fuzzers_config_corpus_is_parsed_or_refused() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/config");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let data = std::fs::read(entry.unwrap().path()).unwrap();
+        if let Ok(mut options) = DaemonOptions::parse(&String::from_utf8_lossy(&data)) {
+            options.config = None;
+            let _ = options.config();
+        }
+        n += 1;
+    }
+    assert!(n > 0, "{} is empty", dir.display());
+}
+
+/// A duration too long for `Duration` (found by the config fuzzer) is an error, not a panic.
+#[test]
+fn an_endless_duration_is_refused() {
+    let e = parse_duration("222222222222222222222222222222222s").unwrap_err();
+    assert!(e.contains("that long"), "{e}");
+    let e = DaemonOptions::parse("interval = \"2222222222222222222222222222s\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("that long"), "{e}");
+}

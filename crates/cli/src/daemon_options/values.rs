@@ -82,7 +82,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if !(value > 0.0 && value.is_finite()) {
         return Err(format!("{text:?}: a duration must be positive"));
     }
-    Ok(Duration::from_secs_f64(value * scale))
+    // Found by the config fuzzer: `from_secs_f64` panics on durations past u64 seconds.
+    Duration::try_from_secs_f64(value * scale)
+        .map_err(|_| format!("{text:?}: a duration that long is not one objtier can wait"))
 }
 
 /// A duration: `2s`, `500ms`, `5000us`.

@@ -471,7 +471,7 @@ pub(crate) mod tests {
                 p.placements.get(&cold),
                 Some(&(0, crate::process::PlacedBy::Guided))
             );
-            let status = crate::status::status_json(&d);
+            let status = crate::status::status_json(&d, None);
             let placement = &status["processes"][0]["placement"];
             assert_eq!(placement["sites_placed"], 3);
             assert_eq!(placement["skipped_modules"][0], "libold.so");

@@ -1185,7 +1185,7 @@ fn a_learnt_placement_is_saved_and_applied_in_the_next_run() {
     let p = daemon.processes.get_mut(&1).unwrap();
     assert_eq!(p.ring.control().site_tier(cold2), Some(1));
     assert_eq!(p.placements.get(&cold2), Some(&(1, PlacedBy::WarmStart)));
-    let status = crate::status::status_json(&daemon);
+    let status = crate::status::status_json(&daemon, None);
     let sites = status["processes"][0]["sites"].as_array().unwrap();
     let site = sites
         .iter()
@@ -1292,7 +1292,7 @@ fn a_short_lived_site_is_remembered_and_sampled_from_the_next_runs_start() {
     let p = daemon.processes.get_mut(&1).unwrap();
     assert!(p.ring.control().site_advice(temp2).short_lived);
     assert_eq!(p.short_lived_sites(), [temp2]);
-    let status = crate::status::status_json(&daemon);
+    let status = crate::status::status_json(&daemon, None);
     assert_eq!(status["processes"][0]["warm_start"]["placed_at_attach"], 1);
     assert_eq!(
         status["processes"][0]["short_lived_sites"][0]["remembered"],

@@ -61,6 +61,10 @@ pub struct ProcessStats {
     /// Allocations of short-lived sites the library reported as samples (one in
     /// `SHORT_LIVED_SAMPLE`; the others it allocated unreported).
     pub sampled_allocations: u64,
+    /// Frames of site descriptions kept (bounded by `sites::MAX_FRAMES_PER_PROCESS`).
+    pub site_frames: u64,
+    /// Frames of new sites not kept: the process described more than the bound.
+    pub sites_refused: u64,
 }
 
 pub struct Process {

@@ -14,8 +14,15 @@ use crate::records::Records;
 use objtier_policy::split_ranges;
 use std::collections::{BTreeMap, HashSet};
 
+const PAGE_BYTES: u64 = objtier_wire::PAGE_SIZE as u64;
+
 /// Most advised ranges kept per process: a bound on what a process can make the daemon store.
 const MAX_ADVICE_RANGES: usize = 1 << 16;
+/// Most records one object splits into: past 65,536 × the split (128 GiB at the smallest
+/// split), an object's records are larger than the split. A process may announce an object of
+/// any size up to the address space's: 2^47 bytes in 2 MiB records would be 2^26 records
+/// (gigabytes of the daemon's memory, seconds of its time) for one event.
+pub const MAX_RECORDS_PER_OBJECT: u64 = 1 << 16;
 
 /// Advice from `objtier_advise`: start -> (len, advice bits).
 pub type Advice = BTreeMap<u64, (u64, u32)>;
@@ -156,7 +163,13 @@ impl ObjectTable {
     /// A live object at `start` and its records (no access history yet).
     pub(super) fn insert(&mut self, start: u64, object: Object) {
         self.generation += 1;
-        for (record_start, len) in split_ranges(start, object.len, self.split_bytes) {
+        let split = self.split_bytes.max(
+            object
+                .len
+                .div_ceil(MAX_RECORDS_PER_OBJECT)
+                .next_multiple_of(PAGE_BYTES),
+        );
+        for (record_start, len) in split_ranges(start, object.len, split) {
             self.records.insert(
                 record_start,
                 Record::new(len, object.site, object.created_ns),

@@ -9,6 +9,9 @@ use super::Process;
 const MAX_SITES: usize = 1 << 16;
 /// Most frames a site description may have (the library sends at most 64).
 const MAX_SITE_FRAMES: u64 = 64;
+/// Most frames kept per process, all sites together: with their names, about 40 MiB at most
+/// (a program of 20,000 sites 16 frames deep keeps 320,000).
+pub const MAX_FRAMES_PER_PROCESS: u64 = 1 << 19;
 
 impl Process {
     /// One frame of a site's description (`index_and_count`: the frame's index and how many
@@ -19,18 +22,34 @@ impl Process {
             self.stats.invalid_events += 1;
             return;
         }
-        if !self.sites.contains_key(&site) && self.sites.len() >= MAX_SITES {
+        let new_site = !self.sites.contains_key(&site);
+        if new_site
+            && (self.sites.len() >= MAX_SITES || self.stats.site_frames >= MAX_FRAMES_PER_PROCESS)
+        {
+            if self.stats.sites_refused == 0 {
+                tracing::warn!(
+                    pid = self.pid,
+                    sites = self.sites.len(),
+                    frames = self.stats.site_frames,
+                    "this process described more sites than the daemon keeps for one process \
+                     (at most {MAX_SITES} sites and {MAX_FRAMES_PER_PROCESS} frames): its further \
+                     sites go unnamed"
+                );
+            }
+            self.stats.sites_refused += 1;
             return;
         }
         let frames = self.sites.entry(site).or_default();
         if index == 0 {
             // A fresh description (the library describes a site again after re-attaching).
+            self.stats.site_frames -= frames.ips.len() as u64;
             frames.ips.clear();
             frames.count = count as usize;
             frames.names = None;
         }
         if frames.count == count as usize && frames.ips.len() == index as usize {
             frames.ips.push(ip);
+            self.stats.site_frames += 1;
         }
     }
 

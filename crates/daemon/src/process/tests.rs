@@ -827,3 +827,61 @@ fn sites_advice_priority_and_placement() {
     p.drain();
     assert!(p.objects.advice().is_empty());
 }
+
+/// A process describing a million site frames is kept to the bound, told once in the log, and
+/// its sites described before the bound keep their names.
+#[test]
+fn site_frames_are_bounded_per_process() {
+    let (mut p, _peer) = Process::synthetic(1, 1, 1 << 12, 64 << 20).unwrap();
+    let frames = 16u64;
+    let mut site = 1;
+    let mut pushed = 0u64;
+    while pushed < 1_000_000 {
+        for i in 0..frames {
+            if !p.ring.header().push(&Event {
+                kind: EventKind::SiteFrame as u32,
+                addr: 0x400000 + i,
+                len: i << 32 | frames,
+                site,
+                ..Event::default()
+            }) {
+                p.drain();
+                assert!(p.ring.header().push(&Event {
+                    kind: EventKind::SiteFrame as u32,
+                    addr: 0x400000 + i,
+                    len: i << 32 | frames,
+                    site,
+                    ..Event::default()
+                }));
+            }
+            pushed += 1;
+        }
+        site += 1;
+    }
+    p.drain();
+    assert!(p.stats.site_frames <= sites::MAX_FRAMES_PER_PROCESS);
+    let kept: usize = p.sites.values().map(|f| f.ips.len()).sum();
+    assert_eq!(kept as u64, p.stats.site_frames);
+    assert!(p.stats.sites_refused > 0);
+    assert_eq!(p.sites[&1].ips.len(), frames as usize);
+}
+
+/// An object announced as 9 TiB (found by the ring fuzzer: it took the daemon 2 to 4 s and
+/// 330 to 590 MiB for one event) becomes at most `MAX_RECORDS_PER_OBJECT` records, covering it
+/// whole, and is forgotten whole when freed.
+#[test]
+fn a_huge_object_is_split_into_a_bounded_number_of_records() {
+    let (mut p, _peer) = Process::synthetic(1, 1, 64, 1 << 20).unwrap();
+    let len = 0x900_0000_3000u64;
+    push(&p, EventKind::Alloc, 0x10000, len, 0);
+    p.drain();
+    p.commit_pending(1 << 40);
+    let records = p.records();
+    let n = records.len() as u64;
+    assert!(n <= objects::MAX_RECORDS_PER_OBJECT && n > objects::MAX_RECORDS_PER_OBJECT / 2);
+    let covered: u64 = records.iter().map(|(_, r)| r.len).sum();
+    assert_eq!(covered, len);
+    push(&p, EventKind::Free, 0x10000, 0, 0);
+    p.drain();
+    assert_eq!(p.records().len(), 0);
+}
