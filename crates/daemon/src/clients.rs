@@ -470,13 +470,9 @@ mod tests {
         let sys = tempfile::tempdir().unwrap();
         let mut config = crate::config::DaemonConfig::new(sys.path().join("sock"));
         config.sys_root = sys.path().to_owned();
-        let policy = crate::config::builtin_policy(&config);
-        let mut d = Daemon::new(
+        let mut d = Daemon::on_fake_kernel(
             config,
             objtier_sys::topology::Topology::two_tiers(1 << 30, 1 << 30, 1 << 32),
-            crate::source::AccessSource::none("test"),
-            Box::<objtier_sys::pages::RecordingPageMover>::default(),
-            policy,
         );
         let (ours, mut theirs) = UnixStream::pair().unwrap();
         ours.set_nonblocking(true).unwrap();

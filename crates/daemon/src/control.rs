@@ -127,14 +127,7 @@ mod tests {
     fn daemon(sys: &tempfile::TempDir) -> Daemon {
         let mut config = crate::config::DaemonConfig::new(sys.path().join("sock"));
         config.sys_root = sys.path().to_owned();
-        let policy = crate::config::builtin_policy(&config);
-        Daemon::new(
-            config,
-            Topology::two_tiers(1 << 30, 1 << 30, 1 << 32),
-            crate::source::AccessSource::none("test"),
-            Box::<objtier_sys::pages::RecordingPageMover>::default(),
-            policy,
-        )
+        Daemon::on_fake_kernel(config, Topology::two_tiers(1 << 30, 1 << 30, 1 << 32))
     }
 
     /// A bad request is answered with an error that says what is wrong; a status is answered.

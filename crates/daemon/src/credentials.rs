@@ -98,13 +98,9 @@ mod tests {
         let mut config = crate::config::DaemonConfig::new(root.join("sock"));
         config.sys_root = root.to_owned();
         config.proc_root = root.join("proc");
-        let policy = crate::config::builtin_policy(&config);
-        Daemon::new(
+        Daemon::on_fake_kernel(
             config,
             objtier_sys::topology::Topology::two_tiers(1 << 30, 1 << 30, 1 << 32),
-            crate::source::AccessSource::none("test"),
-            Box::<objtier_sys::pages::RecordingPageMover>::default(),
-            policy,
         )
     }
 

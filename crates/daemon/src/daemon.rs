@@ -57,6 +57,20 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// A daemon on a recording fake kernel: `config`'s built-in policy, no access source, each
+    /// page move recorded instead of made. For tests and the fuzz targets.
+    #[doc(hidden)]
+    pub fn on_fake_kernel(config: DaemonConfig, topology: Topology) -> Daemon {
+        let policy = crate::config::builtin_policy(&config);
+        Daemon::new(
+            config,
+            topology,
+            crate::source::AccessSource::none("a fake kernel"),
+            Box::<objtier_sys::pages::RecordingPageMover>::default(),
+            policy,
+        )
+    }
+
     /// A daemon with no process attached yet. `run` builds one from the machine; tests and
     /// benches build one from a synthetic topology and a recording page mover, insert
     /// `Process::synthetic` processes into `processes`, and call [`Daemon::interval`]

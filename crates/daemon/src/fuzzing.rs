@@ -74,13 +74,9 @@ pub fn control(data: &[u8]) {
             config.sys_root = nowhere.to_owned();
             config.proc_root = nowhere.join("proc");
             config.warm_start = false;
-            let policy = crate::config::builtin_policy(&config);
-            let mut d = Daemon::new(
+            let mut d = Daemon::on_fake_kernel(
                 config,
                 objtier_sys::topology::Topology::two_tiers(1 << 30, 1 << 30, 1 << 32),
-                crate::source::AccessSource::none("fuzz"),
-                Box::<objtier_sys::pages::RecordingPageMover>::default(),
-                policy,
             );
             if let Ok((mut p, peer)) = Process::synthetic(1, 100, 64, 1 << 20) {
                 p.uid = 1000;

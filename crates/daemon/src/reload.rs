@@ -179,14 +179,7 @@ mod tests {
     fn daemon(sys: &tempfile::TempDir) -> Daemon {
         let mut config = DaemonConfig::new(sys.path().join("sock"));
         config.sys_root = sys.path().to_owned();
-        let policy = crate::config::builtin_policy(&config);
-        Daemon::new(
-            config,
-            Topology::two_tiers(1 << 30, 1 << 30, 1 << 32),
-            crate::source::AccessSource::none("test"),
-            Box::<objtier_sys::pages::RecordingPageMover>::default(),
-            policy,
-        )
+        Daemon::on_fake_kernel(config, Topology::two_tiers(1 << 30, 1 << 30, 1 << 32))
     }
 
     /// Live options change; start-up ones stay and are named; a failing reload changes nothing.

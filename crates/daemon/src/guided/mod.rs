@@ -413,15 +413,9 @@ pub(crate) mod tests {
         let sys = tempfile::tempdir().unwrap();
         let mut config = crate::config::DaemonConfig::new(sys.path().join("sock"));
         config.sys_root = sys.path().to_owned();
-        let policy = crate::config::builtin_policy(&config);
-        let topology = objtier_sys::topology::Topology::two_tiers(64 << 20, 64 << 20, 1 << 30);
-        let mover = Box::<objtier_sys::pages::RecordingPageMover>::default();
-        let mut d = crate::daemon::Daemon::new(
+        let mut d = crate::daemon::Daemon::on_fake_kernel(
             config,
-            topology,
-            crate::source::AccessSource::none("test"),
-            mover,
-            policy,
+            objtier_sys::topology::Topology::two_tiers(64 << 20, 64 << 20, 1 << 30),
         );
         let (p, peer) = crate::process::tests::process();
         d.processes.insert(p.id, p);

@@ -282,14 +282,7 @@ mod tests {
         let sys = tempfile::tempdir().unwrap();
         let mut config = DaemonConfig::new(sys.path().join("sock"));
         config.sys_root = sys.path().to_owned();
-        let policy = crate::config::builtin_policy(&config);
-        let mut d = Daemon::new(
-            config,
-            Topology::two_tiers(1 << 30, 1 << 30, 1 << 32),
-            crate::source::AccessSource::none("test"),
-            Box::<objtier_sys::pages::RecordingPageMover>::default(),
-            policy,
-        );
+        let mut d = Daemon::on_fake_kernel(config, Topology::two_tiers(1 << 30, 1 << 30, 1 << 32));
         let address = MetricsAddress::Tcp("127.0.0.1:0".parse().unwrap());
         let mut metrics = Metrics::bind(&address, 8).unwrap();
         metrics.detached.events = 7;
