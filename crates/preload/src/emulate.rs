@@ -67,32 +67,10 @@ fn path(out: &mut [u8; options::PLACEMENT_PATH_MAX], name: &[u8], pid: Option<u3
     let dir = options::get().emulate_dir();
     let mut digits = [0u8; 10];
     let pid: &[u8] = match pid {
-        Some(p) => decimal(p, &mut digits),
+        Some(p) => crate::report::decimal(p, &mut digits),
         None => b"",
     };
-    let len = dir.len() + 1 + name.len() + pid.len();
-    if len >= out.len() {
-        return None;
-    }
-    let mut at = 0;
-    for part in [dir, b"/", name, pid] {
-        out[at..at + part.len()].copy_from_slice(part);
-        at += part.len();
-    }
-    out[at] = 0;
-    Some(())
-}
-
-fn decimal(mut n: u32, out: &mut [u8; 10]) -> &[u8] {
-    let mut i = out.len();
-    loop {
-        i -= 1;
-        out[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &out[i..];
-        }
-    }
+    crate::report::join(out, &[dir, b"/", name, pid]).map(|_| ())
 }
 
 /// Called by the constructor: with `OBJTIER_EMULATE`, maps the clock and makes this process's

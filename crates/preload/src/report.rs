@@ -685,7 +685,8 @@ fn cstr(buf: &[u8]) -> &[u8] {
     &buf[..end]
 }
 
-fn decimal(mut n: u32, out: &mut [u8; 10]) -> &[u8] {
+/// `n` in decimal, written at the end of `out`, without allocating.
+pub(crate) fn decimal(mut n: u32, out: &mut [u8; 10]) -> &[u8] {
     let mut i = out.len();
     loop {
         i -= 1;
@@ -698,7 +699,8 @@ fn decimal(mut n: u32, out: &mut [u8; 10]) -> &[u8] {
 }
 
 /// Writes the concatenation of `parts` plus a NUL into `out`; None if it does not fit.
-fn join(out: &mut [u8; options::SOCKET_PATH_MAX], parts: &[&[u8]]) -> Option<usize> {
+/// `parts` one after the other as a C string in `out`: its length, or None if it does not fit.
+pub(crate) fn join(out: &mut [u8], parts: &[&[u8]]) -> Option<usize> {
     let mut len = 0;
     for part in parts {
         if len + part.len() >= out.len() {
