@@ -296,7 +296,7 @@ fn merge_profiles(args: MergeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// DAMON snapshots an interval that read every aggregation (100 ms) of it, for a daemon this
+/// DAMON snapshots an interval that read every aggregation (the daemon's 100 ms) of it, for a daemon this
 /// command starts: a profile is read once, so it buys all of DAMON's samples with the CPU an
 /// online daemon saves (4 snapshots a second missed hpcc's hottest table in its train run).
 fn full_damon_coverage(interval: Option<&str>) -> anyhow::Result<u32> {
@@ -304,7 +304,8 @@ fn full_damon_coverage(interval: Option<&str>) -> anyhow::Result<u32> {
         Some(text) => crate::parse_duration(text).map_err(anyhow::Error::msg)?,
         None => Duration::from_secs(2),
     };
-    Ok((interval.as_millis() / 100).clamp(2, 20) as u32)
+    let aggregation = objtier_sys::damon::DamonAttrs::default().aggr_us as u128;
+    Ok((interval.as_micros() / aggregation).clamp(2, 20) as u32)
 }
 
 #[cfg(test)]
